@@ -1,0 +1,46 @@
+"""Frozen configuration objects, built by the CLI and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class S3Config:
+    endpoint_url: str | None = None
+    region: str | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_attempts: int = 4
+    multipart_threshold: int = 64 * MiB
+    multipart_chunksize: int = 16 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    cache_dir: str
+    block_size: int = 4 * MiB
+    memory_bytes: int = 256 * MiB
+    disk_bytes: int = 10 * GiB
+    readahead_blocks: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class MountConfig:
+    ufs_uri: str
+    mountpoint: str
+    cache: CacheConfig
+    s3: S3Config
+    meta_ttl: float = 5.0  # seconds before a listed directory is listed again
+    read_only: bool = False
+    allow_other: bool = False
+    default_uid: int = 0
+    default_gid: int = 0
+    file_mode: int = 0o644  # mode of files that came from the UFS
+    dir_mode: int = 0o755
+    foreground: bool = False
+    debug: bool = False
+    log_file: str | None = None

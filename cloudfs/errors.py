@@ -1,0 +1,101 @@
+"""Errno-carrying exceptions shared by every layer.
+
+Every layer raises a subclass of :class:`FsError`; only the FUSE adapter turns
+them into ``pyfuse3.FUSEError`` (see ``cloudfs/fuse/errno_map.py``). The CLI turns
+:class:`UsageError` and :class:`FsError` into a one-line message and an exit code.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class FsError(Exception):
+    """A filesystem failure with the errno the caller should see."""
+
+    errno: int = _errno.EIO
+
+    def __init__(self, message: str = "", *, errno: int | None = None) -> None:
+        super().__init__(message or _errno.errorcode.get(errno or self.errno, "EIO"))
+        if errno is not None:
+            self.errno = errno
+
+
+class NotFound(FsError):
+    errno = _errno.ENOENT
+
+
+class AlreadyExists(FsError):
+    errno = _errno.EEXIST
+
+
+class NotEmpty(FsError):
+    errno = _errno.ENOTEMPTY
+
+
+class NotADirectory(FsError):
+    errno = _errno.ENOTDIR
+
+
+class IsADirectory(FsError):
+    errno = _errno.EISDIR
+
+
+class NameTooLong(FsError):
+    errno = _errno.ENAMETOOLONG
+
+
+class CrossDevice(FsError):
+    errno = _errno.EXDEV
+
+
+class ReadOnly(FsError):
+    errno = _errno.EROFS
+
+
+class AccessDenied(FsError):
+    errno = _errno.EACCES
+
+
+class NotPermitted(FsError):
+    errno = _errno.EPERM
+
+
+class InvalidArgument(FsError):
+    errno = _errno.EINVAL
+
+
+class NoAttribute(FsError):
+    errno = _errno.ENODATA
+
+
+class NoSpace(FsError):
+    errno = _errno.ENOSPC
+
+
+class NotSupported(FsError):
+    errno = _errno.EOPNOTSUPP
+
+
+class BadFileHandle(FsError):
+    errno = _errno.EBADF
+
+
+class RemoteIOError(FsError):
+    """The UFS (or a remote service) failed after bounded retries."""
+
+    errno = _errno.EIO
+
+
+class UfsAccessDenied(FsError):
+    """The UFS refused our credentials (S3 403, HDFS permission denied)."""
+
+    errno = _errno.EACCES
+
+
+class UsageError(Exception):
+    """A user mistake on the command line: printed as one line, exit status 2."""
+
+
+class StartupError(Exception):
+    """The mount could not start (bucket missing, mountpoint busy, no /dev/fuse): exit 1."""

@@ -1,0 +1,144 @@
+"""The Meta protocol: the namespace and POSIX attributes of one volume.
+
+The VFS talks to the tree only through this protocol, so the embedded
+implementation (``cloudfs.meta.embedded.EmbeddedMeta``: tree operations over an
+LMDB KV engine in the mount process) and a network client (gRPC, a later issue)
+are interchangeable. Every method is blocking and thread-safe; the VFS calls them
+through ``trio.to_thread.run_sync``.
+
+The tree mirrors the UFS: a directory backed by the UFS is listed on first use
+(``lookup``/``readdir`` of its entries) and again once ``meta_ttl`` has passed;
+attributes come from the listing (no HEAD per file). Attributes the UFS cannot
+hold (mode, owner, times set by the user, xattrs, symlinks, hard links, fifos,
+sockets) live only in the tree. Namespace changes (mkdir, unlink, rmdir,
+rename) are applied to the UFS by the implementation; file *contents* are
+uploaded by the data layer, which then calls ``commit_upload``.
+
+Permission checks are the kernel's (``default_permissions``); the protocol
+checks only what the tree itself knows (existence, types, emptiness, names).
+
+Errors (``cloudfs.errors``): ``NotFound`` (ENOENT), ``AlreadyExists`` (EEXIST),
+``NotADirectory`` (ENOTDIR), ``IsADirectory`` (EISDIR), ``NotEmpty`` (ENOTEMPTY),
+``NameTooLong`` (ENAMETOOLONG, name over 255 bytes), ``InvalidArgument`` (EINVAL:
+a name with "/" or NUL, "." or "..", renaming a directory into itself),
+``NoAttribute`` (ENODATA), ``NotPermitted`` (EPERM: link to a directory),
+``RemoteIOError`` (EIO: the UFS failed after retries).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
+
+# rename() flags, the values of linux/fs.h (and of pyfuse3.RENAME_*).
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+# setxattr() flags, the values of linux/xattr.h.
+XATTR_CREATE = 1
+XATTR_REPLACE = 2
+
+
+class Meta(Protocol):
+    def lookup(self, parent: InodeId, name: bytes) -> Attr:
+        """The attributes of ``name`` in directory ``parent``; lists it from the UFS if stale."""
+        ...
+
+    def getattr(self, inode: InodeId) -> Attr:
+        ...
+
+    def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
+        """Apply ``changes`` (ctime is set to now unless given). Returns the new attributes.
+
+        A size change only records the new size: the data layer owns the bytes.
+        """
+        ...
+
+    def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
+        """Up to ``limit`` entries of a directory in name order, starting after ``after``.
+
+        Without "." and "..". Lists the directory from the UFS first when stale.
+        """
+        ...
+
+    def create(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
+    ) -> Attr:
+        """Create a regular file, fifo, socket or device node (type taken from ``mode``).
+
+        ``AlreadyExists`` if the name exists. A regular file starts with
+        ``etag == ""``: it is in the tree only until the data layer uploads it.
+        Fifos, sockets and devices never reach the UFS.
+        """
+        ...
+
+    def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+        """Create a directory, in the tree and in the UFS (an S3 "name/" marker)."""
+        ...
+
+    def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+        ...
+
+    def readlink(self, inode: InodeId) -> bytes:
+        ...
+
+    def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
+        """A hard link (tree only; the UFS keeps one object under one of the names)."""
+        ...
+
+    def unlink(self, parent: InodeId, name: bytes) -> Attr:
+        """Remove a non-directory name. Returns the inode's attributes after (nlink may be 0).
+
+        The last name of an uploaded file deletes its object. An inode with
+        nlink 0 that is still open (see ``open``) keeps its attributes until
+        the last ``release``.
+        """
+        ...
+
+    def rmdir(self, parent: InodeId, name: bytes) -> None:
+        ...
+
+    def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
+    ) -> None:
+        """POSIX rename, plus ``RENAME_NOREPLACE`` and ``RENAME_EXCHANGE``; moves UFS objects."""
+        ...
+
+    def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        ...
+
+    def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
+        ...
+
+    def listxattr(self, inode: InodeId) -> list[bytes]:
+        ...
+
+    def removexattr(self, inode: InodeId, name: bytes) -> None:
+        ...
+
+    def statfs(self) -> FsStats:
+        ...
+
+    def object_key(self, inode: InodeId) -> str:
+        """The UFS key that holds (or will hold) a regular file's bytes: its path.
+
+        ``NotFound`` for an inode with no name left (unlinked).
+        """
+        ...
+
+    def open(self, inode: InodeId) -> Attr:
+        """Count one more open handle on ``inode`` (it survives unlink until released)."""
+        ...
+
+    def release(self, inode: InodeId) -> None:
+        """Drop one open handle; frees an unlinked inode at the last one."""
+        ...
+
+    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
+        """Record that the file's bytes are now in the UFS as an object with ``etag``."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine (LMDB environment, connections)."""
+        ...

@@ -1,0 +1,64 @@
+"""Prometheus metrics of one mount, on a registry the CLI creates and injects.
+
+No module-level collectors: every process (and every test) builds its own
+``Metrics`` over its own ``CollectorRegistry``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.cache_hits = Counter(
+            "cloudfs_blockcache_hits", "Block reads served by a cache tier", ["tier"], registry=r
+        )
+        self.cache_misses = Counter(
+            "cloudfs_blockcache_misses", "Block reads a cache tier could not serve", ["tier"],
+            registry=r,
+        )
+        self.cache_hit_bytes = Counter(
+            "cloudfs_blockcache_hit_bytes", "Bytes served by a cache tier", ["tier"], registry=r
+        )
+        self.cache_miss_bytes = Counter(
+            "cloudfs_blockcache_miss_bytes", "Bytes a cache tier could not serve", ["tier"],
+            registry=r,
+        )
+        self.cache_evictions = Counter(
+            "cloudfs_blockcache_evictions", "Blocks evicted from a cache tier", ["tier"], registry=r
+        )
+        self.cache_bytes = Gauge(
+            "cloudfs_blockcache_bytes", "Bytes held by a cache tier", ["tier"], registry=r
+        )
+        self.cache_blocks = Gauge(
+            "cloudfs_blockcache_blocks", "Blocks held by a cache tier", ["tier"], registry=r
+        )
+        self.ufs_requests = Counter(
+            "cloudfs_ufs_requests", "Requests sent to the UFS", ["op"], registry=r
+        )
+        self.ufs_errors = Counter(
+            "cloudfs_ufs_errors", "UFS requests that failed after retries", ["op"], registry=r
+        )
+        self.ufs_bytes = Counter(
+            "cloudfs_ufs_bytes", "Bytes moved to or from the UFS", ["direction"], registry=r
+        )
+        self.ufs_latency = Histogram(
+            "cloudfs_ufs_request_seconds", "UFS request latency", ["op"], registry=r
+        )
+        self.fuse_ops = Counter(
+            "cloudfs_fuse_ops", "FUSE requests handled", ["op"], registry=r
+        )
+        self.fuse_errors = Counter(
+            "cloudfs_fuse_errors", "FUSE requests answered with an error", ["op", "errno"],
+            registry=r,
+        )
+        self.fuse_latency = Histogram(
+            "cloudfs_fuse_op_seconds", "FUSE request latency", ["op"], registry=r,
+            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+        )
+        self.prefetch_bytes = Counter(
+            "cloudfs_prefetch_bytes", "Bytes fetched ahead of sequential readers", registry=r
+        )

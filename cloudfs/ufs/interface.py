@@ -1,0 +1,105 @@
+"""The ObjectStore protocol: what CloudFS needs from an under-filesystem (UFS).
+
+Implementations: ``local.LocalObjectStore`` (``file:///dir``), ``s3.S3ObjectStore``
+(``s3://bucket/prefix``), and wrappers (``retry.RetryingObjectStore``,
+``faults.FaultyObjectStore``). One conformance suite
+(``tests/contract/test_object_store.py``) runs against every implementation.
+
+Every method is blocking; the mount reaches a store only through
+``trio.to_thread.run_sync`` with a ``CapacityLimiter``. Keys are relative to the
+store root, "/"-separated, with no leading "/" ("train/0001.jpg"). A directory
+key has no trailing "/" ("train"); "" is the root.
+
+Errors (from ``cloudfs.errors``): ``NotFound`` when the key does not exist,
+``AlreadyExists`` where noted, ``UfsAccessDenied`` for refused credentials, and
+``RemoteIOError`` for anything else after the store's own bounded retries and
+timeouts. No method may block forever.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Protocol
+
+from cloudfs.types import ListPage, ObjectInfo
+
+
+class ObjectStore(Protocol):
+    @property
+    def uri(self) -> str:
+        """The URI this store was opened with (``s3://bucket/prefix``)."""
+        ...
+
+    def check(self) -> None:
+        """Verify that the root is reachable and the credentials work.
+
+        Raises ``NotFound`` (bucket or directory missing), ``UfsAccessDenied``
+        or ``RemoteIOError``. Called once by ``cloudfs mount`` before mounting.
+        """
+        ...
+
+    def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
+        """One page of the entries directly under directory ``prefix``.
+
+        Sub-directories come from common prefixes and from zero-byte "dir/"
+        marker objects (S3) or real directories (local); they are reported once
+        each, in ``prefixes``. The marker of ``prefix`` itself is not listed.
+        Pass the returned ``next_token`` to get the next page. A missing
+        directory is an empty listing, not an error.
+        """
+        ...
+
+    def head(self, key: str) -> ObjectInfo:
+        """Size, mtime and ETag of one object. ``NotFound`` if absent."""
+        ...
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset+length) of an object; short at end of object."""
+        ...
+
+    def get_stream(self, key: str, offset: int) -> BinaryIO:
+        """A file-like object streaming the object from ``offset`` to its end.
+
+        Sequential readers use this: one GET instead of one per block.
+        The caller closes it.
+        """
+        ...
+
+    def put_file(self, key: str, path: str) -> ObjectInfo:
+        """Upload the whole local file ``path`` as ``key`` (multipart when large).
+
+        Atomic for readers: they see the old object or the new one, never a
+        mix. Returns the new object's info (its ETag becomes the cache identity).
+        """
+        ...
+
+    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
+        """Upload a small object from memory (directory markers, tests)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Delete one object. Idempotent: deleting a missing key is not an error."""
+        ...
+
+    def make_dir(self, key: str) -> None:
+        """Create directory ``key`` (S3: a zero-byte "key/" marker). Idempotent."""
+        ...
+
+    def remove_dir(self, key: str) -> None:
+        """Remove the (empty) directory ``key`` and its marker. Idempotent."""
+        ...
+
+    def rename(self, src: str, dst: str) -> ObjectInfo:
+        """Move one object, replacing ``dst`` (S3: copy then delete)."""
+        ...
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Move directory ``src`` with everything under it to ``dst``.
+
+        S3 has no directory rename: every object under "src/" (marker
+        included) is copied to "dst/" and then deleted.
+        """
+        ...
+
+    def statfs(self) -> tuple[int, int]:
+        """(total bytes, free bytes) of the backing store; large constants for S3."""
+        ...

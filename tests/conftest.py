@@ -1,0 +1,27 @@
+"""Fixtures shared by every test layer."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.servers import S3Server, running_s3_server
+
+_bucket_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto server for the whole run; tests use fresh buckets, not resets."""
+    with running_s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A new, empty bucket on the shared S3 server."""
+    name = f"test-bucket-{next(_bucket_names)}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
