@@ -44,3 +44,4 @@ class MountConfig:
     foreground: bool = False
     debug: bool = False
     log_file: str | None = None
+    metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint

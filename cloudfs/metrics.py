@@ -17,14 +17,18 @@ class Metrics:
             "cloudfs_blockcache_hits", "Block reads served by a cache tier", ["tier"], registry=r
         )
         self.cache_misses = Counter(
-            "cloudfs_blockcache_misses", "Block reads a cache tier could not serve", ["tier"],
+            "cloudfs_blockcache_misses",
+            "Block reads a cache tier could not serve",
+            ["tier"],
             registry=r,
         )
         self.cache_hit_bytes = Counter(
             "cloudfs_blockcache_hit_bytes", "Bytes served by a cache tier", ["tier"], registry=r
         )
         self.cache_miss_bytes = Counter(
-            "cloudfs_blockcache_miss_bytes", "Bytes a cache tier could not serve", ["tier"],
+            "cloudfs_blockcache_miss_bytes",
+            "Bytes a cache tier could not serve",
+            ["tier"],
             registry=r,
         )
         self.cache_evictions = Counter(
@@ -48,15 +52,18 @@ class Metrics:
         self.ufs_latency = Histogram(
             "cloudfs_ufs_request_seconds", "UFS request latency", ["op"], registry=r
         )
-        self.fuse_ops = Counter(
-            "cloudfs_fuse_ops", "FUSE requests handled", ["op"], registry=r
-        )
+        self.fuse_ops = Counter("cloudfs_fuse_ops", "FUSE requests handled", ["op"], registry=r)
         self.fuse_errors = Counter(
-            "cloudfs_fuse_errors", "FUSE requests answered with an error", ["op", "errno"],
+            "cloudfs_fuse_errors",
+            "FUSE requests answered with an error",
+            ["op", "errno"],
             registry=r,
         )
         self.fuse_latency = Histogram(
-            "cloudfs_fuse_op_seconds", "FUSE request latency", ["op"], registry=r,
+            "cloudfs_fuse_op_seconds",
+            "FUSE request latency",
+            ["op"],
+            registry=r,
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
         )
         self.prefetch_bytes = Counter(

@@ -1,0 +1,71 @@
+"""The BlockTier protocol: one level of the block cache (memory, local disk, peers).
+
+A tier maps an opaque block key (``cloudfs.data.blocks.block_key``: a sha256 hex
+string derived from the store, object key, ETag, block size and block index) to
+the immutable bytes of that block. Because the ETag is part of the key, a tier
+never has to invalidate anything when an object changes: stale blocks simply
+stop being asked for and age out under LRU.
+
+Every method is synchronous and thread-safe, so the same object can be called
+from the trio thread (memory tier: cheap, never does I/O) and from worker
+threads (disk tier: file I/O, reached through ``trio.to_thread.run_sync``).
+
+Semantics:
+
+* ``get`` returns the exact bytes last ``put`` under the key, or ``None``. It
+  never returns damaged data: a tier that detects corruption drops the block
+  and reports a miss. It counts a hit or a miss in the tier's metrics;
+  ``size_hint`` (the expected block length) feeds the miss-bytes counter.
+* ``put`` is idempotent and best-effort: a tier may decline a block (larger
+  than its capacity, disk full) without raising. It may evict other blocks.
+* ``discard`` is idempotent; discarding a missing key is not an error.
+* ``contains`` is a cheap index check that counts nothing (used by prefetch
+  to skip blocks already held).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    """A snapshot of one tier's counters (like trio's ``statistics()``)."""
+
+    tier: str
+    hits: int
+    misses: int
+    hit_bytes: int
+    miss_bytes: int
+    evictions: int
+    bytes: int  # payload bytes currently held
+    blocks: int  # blocks currently held
+    capacity_bytes: int
+
+
+class BlockTier(Protocol):
+    @property
+    def tier(self) -> str:
+        """The ``tier`` label of this tier's metrics ("memory", "disk")."""
+        ...
+
+    def get(self, key: str, size_hint: int = 0) -> bytes | None:
+        """The block stored under ``key``, or ``None`` (counted as a miss)."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, evicting least-recently-used blocks to fit."""
+        ...
+
+    def discard(self, key: str) -> None:
+        """Forget ``key`` if held. Idempotent."""
+        ...
+
+    def contains(self, key: str) -> bool:
+        """Whether ``key`` is held right now; counts neither hit nor miss."""
+        ...
+
+    def stats(self) -> TierStats:
+        """Counters and occupancy of this tier."""
+        ...

@@ -1,0 +1,64 @@
+"""Checks made before mounting, each failing with one clear line."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import IO
+
+from cloudfs.errors import StartupError
+
+
+def check_mountpoint(mountpoint: str) -> None:
+    if not os.path.exists(mountpoint):
+        raise StartupError(f"mountpoint {mountpoint} does not exist")
+    if not os.path.isdir(mountpoint):
+        raise StartupError(f"mountpoint {mountpoint} is not a directory")
+    if is_mounted(mountpoint):
+        raise StartupError(f"mountpoint {mountpoint} is busy: something is mounted there")
+
+
+def is_mounted(mountpoint: str) -> bool:
+    real = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4 and _unescape(fields[4]) == real:
+                    return True
+    except OSError:
+        pass
+    try:
+        return os.path.ismount(real)
+    except OSError:  # a dead FUSE mount: "Transport endpoint is not connected"
+        return True
+
+
+def _unescape(path: str) -> str:
+    return (
+        path.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+    )
+
+
+def check_fuse_device() -> None:
+    if not os.path.exists("/dev/fuse"):
+        raise StartupError(
+            "no /dev/fuse: load the fuse module (modprobe fuse) or give the container /dev/fuse"
+        )
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        raise StartupError("/dev/fuse is not readable and writable by this user")
+
+
+def lock_cache_dir(cache_dir: str) -> IO[bytes]:
+    """Hold the cache directory for this mount: two mounts must not share one tree."""
+    os.makedirs(cache_dir, exist_ok=True)
+    f = open(os.path.join(cache_dir, "lock"), "ab")  # noqa: SIM115 - held for the mount's life
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise StartupError(f"cache directory {cache_dir} is in use by another mount") from None
+    return f

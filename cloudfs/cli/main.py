@@ -1,0 +1,43 @@
+"""The ``cloudfs`` command: parse, dispatch, and turn errors into one line and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from cloudfs import __version__
+from cloudfs.cli import mount, umount
+from cloudfs.errors import FsError, StartupError, UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cloudfs",
+        description="A caching POSIX filesystem over S3 buckets and directories.",
+    )
+    parser.add_argument("--version", action="version", version=f"cloudfs {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    mount.add_parser(commands)
+    umount.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.run(args)
+        return status
+    except UsageError as e:
+        print(f"cloudfs: error: {e}", file=sys.stderr)
+        return 2
+    except (StartupError, FsError) as e:
+        print(f"cloudfs: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

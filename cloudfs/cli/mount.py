@@ -1,0 +1,90 @@
+"""``cloudfs mount UFS_URI MOUNTPOINT``: options -> MountConfig -> a running mount."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+from cloudfs.cli import checks, mount_options, runtime
+from cloudfs.cli.daemon import run_detached
+from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
+from cloudfs.config import CacheConfig, MountConfig, S3Config
+from cloudfs.errors import UsageError
+from cloudfs.ufs.factory import store_id, validate_uri
+
+
+def add_parser(commands: Any) -> None:
+    p: argparse.ArgumentParser = commands.add_parser(
+        "mount", help="mount an S3 bucket or a directory", description=__doc__
+    )
+    mount_options.add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def config_from_args(args: argparse.Namespace) -> MountConfig:
+    mount_options.apply_o_options(args)
+    validate_uri(args.ufs_uri)
+    mountpoint = os.path.realpath(args.mountpoint)
+    cache_dir = args.cache_dir or str(runtime.default_cache_root() / store_id(args.ufs_uri))
+    block_size = parse_size(args.block_size)
+    if block_size < 64 * 1024 or block_size > 64 * 1024 * 1024:
+        raise UsageError("block size must be between 64K and 64M")
+    try:
+        readahead = int(args.readahead_blocks)
+        uid = int(args.uid) if args.uid is not None else os.getuid()
+        gid = int(args.gid) if args.gid is not None else os.getgid()
+    except ValueError as e:
+        raise UsageError(f"expected a number: {e}") from None
+    return MountConfig(
+        ufs_uri=args.ufs_uri,
+        mountpoint=mountpoint,
+        cache=CacheConfig(
+            cache_dir=os.path.abspath(cache_dir),
+            block_size=block_size,
+            memory_bytes=parse_size(args.memory_cache_size),
+            disk_bytes=parse_size(args.cache_size),
+            readahead_blocks=max(readahead, 0),
+        ),
+        s3=S3Config(endpoint_url=args.s3_endpoint, region=args.s3_region),
+        meta_ttl=parse_seconds(str(args.meta_ttl)),
+        read_only=bool(args.read_only),
+        allow_other=bool(args.allow_other),
+        default_uid=uid,
+        default_gid=gid,
+        file_mode=parse_mode(str(args.file_mode)),
+        dir_mode=parse_mode(str(args.dir_mode)),
+        foreground=bool(args.foreground),
+        debug=bool(args.debug),
+        log_file=args.log_file,
+        metrics_address=args.metrics,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    checks.check_mountpoint(config.mountpoint)
+    checks.check_fuse_device()
+    from cloudfs.cli.wiring import mount_filesystem  # heavy imports after validation
+
+    if config.foreground:
+        _setup_logging(config, foreground=True)
+        return mount_filesystem(config)()
+
+    def prepare() -> Any:
+        _setup_logging(config, foreground=False)
+        return mount_filesystem(config)
+
+    return run_detached(prepare)
+
+
+def _setup_logging(config: MountConfig, *, foreground: bool) -> None:
+    level = logging.DEBUG if config.debug else logging.INFO
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if foreground and not config.log_file:
+        logging.basicConfig(level=level, format=fmt)
+        return
+    path = config.log_file or os.path.join(config.cache.cache_dir, "cloudfs.log")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    logging.basicConfig(level=level, format=fmt, filename=path)

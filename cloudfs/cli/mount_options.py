@@ -1,0 +1,97 @@
+"""``cloudfs mount`` options: the argparse flags and their ``-o name=value`` spellings.
+
+fstab passes options as one ``-o a,b=c`` string; each CloudFS flag has an
+``-o`` name (``--cache-size 10G`` is ``-o cache_size=10G``). Options that only
+mount(8) cares about are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cloudfs.errors import UsageError
+
+# -o name -> (argparse dest, takes a value)
+O_OPTIONS: dict[str, tuple[str, bool]] = {
+    "ro": ("read_only", False),
+    "read_only": ("read_only", False),
+    "allow_other": ("allow_other", False),
+    "foreground": ("foreground", False),
+    "debug": ("debug", False),
+    "cache_dir": ("cache_dir", True),
+    "cache_size": ("cache_size", True),
+    "memory_cache_size": ("memory_cache_size", True),
+    "block_size": ("block_size", True),
+    "readahead_blocks": ("readahead_blocks", True),
+    "meta_ttl": ("meta_ttl", True),
+    "uid": ("uid", True),
+    "gid": ("gid", True),
+    "file_mode": ("file_mode", True),
+    "dir_mode": ("dir_mode", True),
+    "s3_endpoint": ("s3_endpoint", True),
+    "s3_region": ("s3_region", True),
+    "log_file": ("log_file", True),
+    "metrics": ("metrics", True),
+}
+IGNORED = {
+    "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
+    "exec", "noexec", "suid", "nosuid", "dev", "nodev", "async", "atime", "relatime",
+    "noatime", "nodiratime", "default_permissions",
+}  # fmt: skip
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ufs_uri", metavar="UFS_URI", help="s3://bucket[/prefix] or file:///dir")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    p.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="OPT[,OPT...]",
+        help="mount options, as in fstab (cache_size=10G,ro,allow_other,...)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        help="cache and tree directory (default: per-UFS under "
+        "/var/cache/cloudfs or ~/.cache/cloudfs)",
+    )
+    p.add_argument("--cache-size", default="10G", help="disk block cache limit (10G)")
+    p.add_argument("--memory-cache-size", default="256M", help="memory block cache limit (256M)")
+    p.add_argument("--block-size", default="4M", help="cache block size (4M)")
+    p.add_argument("--readahead-blocks", default="8", help="read-ahead window in blocks (8)")
+    p.add_argument(
+        "--meta-ttl",
+        default="5",
+        help="seconds before a directory is listed "
+        "again from the UFS, and the kernel's attribute timeout (5)",
+    )
+    p.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
+    p.add_argument("--allow-other", action="store_true", help="let other users use the mount")
+    p.add_argument("--uid", help="owner of UFS files that have none in the tree (mount user)")
+    p.add_argument("--gid", help="group of UFS files that have none in the tree (mount group)")
+    p.add_argument("--file-mode", default="0644", help="mode of UFS files (0644)")
+    p.add_argument("--dir-mode", default="0755", help="mode of UFS directories (0755)")
+    p.add_argument("--s3-endpoint", help="S3 endpoint URL (default: AWS config/environment)")
+    p.add_argument("--s3-region", help="S3 region (default: AWS config/environment)")
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    p.add_argument("--log-file", help="log file (default: CACHE_DIR/cloudfs.log in background)")
+    p.add_argument("--debug", action="store_true", help="verbose logging")  # fmt: skip
+
+
+def apply_o_options(args: argparse.Namespace) -> None:
+    """Fold every ``-o`` string into ``args``, as if given as flags."""
+    for group in args.options:
+        for item in filter(None, (part.strip() for part in group.split(","))):
+            name, sep, value = item.partition("=")
+            if name in IGNORED or name.startswith("x-") or name.startswith("comment="):
+                continue
+            if name not in O_OPTIONS:
+                raise UsageError(f"unknown mount option {name!r}")
+            dest, takes_value = O_OPTIONS[name]
+            if takes_value and not sep:
+                raise UsageError(f"mount option {name!r} needs a value ({name}=...)")
+            if not takes_value and sep:
+                raise UsageError(f"mount option {name!r} takes no value")
+            setattr(args, dest, value if takes_value else True)

@@ -1,0 +1,60 @@
+"""Where a running mount leaves its pid, so ``cloudfs umount`` can wait for it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+
+def runtime_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/cloudfs")
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/cloudfs-{os.geteuid()}"
+    return Path(base) / "cloudfs"
+
+
+def pid_file(mountpoint: str) -> Path:
+    """The pid file of the mount at ``mountpoint``, an already resolved path.
+
+    (Resolving it here would stat the mountpoint, which the mounting process
+    itself must not do before it serves requests.)
+    """
+    digest = hashlib.sha256(mountpoint.encode()).hexdigest()[:16]
+    return runtime_dir() / f"{digest}.pid"
+
+
+def write_pid(mountpoint: str) -> Path:
+    path = pid_file(mountpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{os.getpid()}\n")
+    return path
+
+
+def read_pid(mountpoint: str) -> int | None:
+    try:
+        return int(pid_file(mountpoint).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_exit(pid: int, timeout: float) -> bool:
+    """Wait until process ``pid`` is gone; False if it is still there after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def default_cache_root() -> Path:
+    if os.geteuid() == 0:
+        return Path("/var/cache/cloudfs")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "cloudfs"

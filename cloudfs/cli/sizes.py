@@ -1,0 +1,38 @@
+"""Parsing of human-friendly sizes and durations on the command line."""
+
+from __future__ import annotations
+
+import re
+
+from cloudfs.errors import UsageError
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'4M', '4MiB', '10G', '1048576' -> bytes (binary units)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"invalid size {text!r} (examples: 4M, 512MiB, 10G)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise UsageError(f"invalid mode {text!r} (octal, like 0644)") from None
+    if not 0 <= mode <= 0o7777:
+        raise UsageError(f"invalid mode {text!r} (octal, at most 7777)")
+    return mode
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"invalid duration {text!r} (seconds)") from None
+    if value < 0:
+        raise UsageError(f"invalid duration {text!r}: negative")
+    return value

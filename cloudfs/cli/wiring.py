@@ -1,0 +1,98 @@
+"""The composition root of a mount: build every layer from a MountConfig and wire them."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+import pyfuse3
+import trio
+from prometheus_client import start_http_server
+
+from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.cache.memory import MemoryBlockCache
+from cloudfs.cli import checks, runtime
+from cloudfs.config import MountConfig
+from cloudfs.data.reader import ObjectReader
+from cloudfs.errors import UsageError
+from cloudfs.fuse import session
+from cloudfs.fuse.operations import CloudFsOperations
+from cloudfs.meta.embedded import open_embedded
+from cloudfs.metrics import Metrics
+from cloudfs.ufs.factory import open_store, store_id
+from cloudfs.vfs.core import Vfs
+
+log = logging.getLogger(__name__)
+
+
+def mount_filesystem(config: MountConfig) -> Callable[[], int]:
+    """Mount ``config`` and return the function that serves it until unmounted.
+
+    Everything that can fail for a user's reason (bucket, credentials, cache
+    directory, the mount itself) fails here, before the caller detaches.
+    """
+    cache_dir = config.cache.cache_dir
+    lock = checks.lock_cache_dir(cache_dir)
+    store = open_store(config.ufs_uri, config.s3)
+    store.check()
+    meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
+    metrics = Metrics()
+    if config.metrics_address:
+        _serve_metrics(config.metrics_address, metrics)
+    memory = MemoryBlockCache(config.cache.memory_bytes, metrics)
+    disk = DiskBlockCache(os.path.join(cache_dir, "blocks"), config.cache.disk_bytes, metrics)
+    reader = ObjectReader(
+        store, memory, disk, config.cache, metrics, store_id(config.ufs_uri),
+        trio.CapacityLimiter(32),
+    )  # fmt: skip
+    staging = os.path.join(cache_dir, "staging")
+    os.makedirs(staging, exist_ok=True)
+    vfs = Vfs(
+        meta,
+        store,
+        reader,
+        staging,
+        read_only=config.read_only,
+        supplementary_groups=pyfuse3.get_sup_groups,
+    )
+    ops = CloudFsOperations(
+        vfs, metrics, timeout=config.meta_ttl, block_size=config.cache.block_size
+    )
+    options = session.mount_options(
+        config.ufs_uri,
+        read_only=config.read_only,
+        allow_other=config.allow_other,
+        debug=config.debug,
+    )
+    try:
+        session.start(ops, config.mountpoint, options)
+    except BaseException:
+        meta.close()
+        lock.close()
+        raise
+    pid_path = runtime.write_pid(config.mountpoint)
+    log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
+
+    async def start_background(nursery: trio.Nursery) -> None:
+        reader.start(nursery)
+
+    def serve() -> int:
+        try:
+            signalled = trio.run(session.serve, start_background)
+            session.stop(unmount=signalled)
+        finally:
+            meta.close()
+            lock.close()
+            pid_path.unlink(missing_ok=True)
+            log.info("unmounted %s", config.mountpoint)
+        return 0
+
+    return serve
+
+
+def _serve_metrics(address: str, metrics: Metrics) -> None:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--metrics wants HOST:PORT, not {address!r}")
+    start_http_server(int(port), addr=host or "127.0.0.1", registry=metrics.registry)

@@ -1,0 +1,238 @@
+"""BlockLoader: moves blocks from the disk tier or the UFS into the cache tiers.
+
+The mechanics under ``ObjectReader`` (which decides *what* to load): the
+caller first claims a ``Flight`` per block in the shared ``SingleFlight``
+table, synchronously, so nobody else fetches the same block; the loader then
+fills the claimed blocks -- disk tier first (one worker-thread hop for the
+whole batch), then the UFS with one ranged GET per run of consecutive
+missing blocks (BASELINE.md: few large requests) -- puts them in the tiers and
+finishes every flight, whatever happens:
+
+* success: ``resolve`` (waiters get the bytes);
+* an error on a foreground load: ``fail`` (every waiter gets the store's
+  ``FsError`` unchanged);
+* an error on a prefetch, or cancellation: ``abandon`` (waiters retry the
+  fetch themselves, so a failed prefetch never poisons a read).
+
+Every blocking call (store, disk tier) runs in ``trio.to_thread.run_sync``
+under the injected limiter. Trio thread only; not thread-safe itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import BinaryIO
+
+import trio  # trio 0.22 ships no py.typed
+
+from cloudfs.cache.interface import BlockTier
+from cloudfs.cache.singleflight import Flight, SingleFlight
+from cloudfs.data.blocks import ObjectRef, block_key, block_length, block_span, consecutive_runs
+from cloudfs.errors import RemoteIOError
+from cloudfs.metrics import Metrics
+from cloudfs.ufs.interface import ObjectStore
+
+Claimed = list[tuple[int, Flight[bytes]]]
+
+
+class BlockLoader:
+    def __init__(
+        self,
+        store: ObjectStore,
+        memory: BlockTier,
+        disk: BlockTier | None,
+        block_size: int,
+        metrics: Metrics,
+        store_id: str,
+        limiter: trio.CapacityLimiter,
+    ) -> None:
+        self.memory = memory
+        self.disk = disk
+        self.flights: SingleFlight[str, bytes] = SingleFlight()
+        self._store = store
+        self._bs = block_size
+        self._metrics = metrics
+        self._store_id = store_id
+        self._limiter = limiter
+
+    def key(self, ref: ObjectRef, index: int) -> str:
+        return block_key(self._store_id, ref, index, self._bs)
+
+    def length(self, ref: ObjectRef, index: int) -> int:
+        return block_length(index, ref.size, self._bs)
+
+    def is_cached(self, key: str) -> bool:
+        """Held by a tier or being fetched (counts no hit or miss)."""
+        if self.memory.contains(key) or key in self.flights:
+            return True
+        return self.disk is not None and self.disk.contains(key)
+
+    async def load(
+        self,
+        ref: ObjectRef,
+        claimed: Claimed,
+        *,
+        prefetch: bool,
+        to_memory: bool,
+        on_resolved: Callable[[int], None] | None = None,
+    ) -> dict[int, bytes]:
+        """Fill the claimed blocks from disk or the UFS; finish every flight.
+
+        ``to_memory=False`` (warm-up with a disk tier) leaves the memory tier
+        alone. ``on_resolved(n)`` is told as soon as ``n`` more blocks are
+        handed over (read-ahead releases its memory budget then, not after the
+        disk write). Errors are re-raised after the flights are finished.
+        """
+        pending = dict(claimed)
+        result: dict[int, bytes] = {}
+        try:
+            for index, data in await self._disk_lookup(ref, sorted(pending)):
+                if to_memory:
+                    self.memory.put(self.key(ref, index), data)
+                pending.pop(index).resolve(data)
+                result[index] = data
+                if on_resolved is not None:
+                    on_resolved(1)
+            for run in consecutive_runs(sorted(pending), max_len=len(pending) or 1):
+                blocks = await self._get_run(ref, run)
+                keyed = [(self.key(ref, i), d) for i, d in zip(run, blocks, strict=True)]
+                for (key, data), index in zip(keyed, run, strict=True):
+                    if to_memory or self.disk is None:
+                        self.memory.put(key, data)
+                    pending.pop(index).resolve(data)
+                    result[index] = data
+                if on_resolved is not None:
+                    on_resolved(len(run))
+                if prefetch:
+                    self._metrics.prefetch_bytes.inc(sum(len(d) for d in blocks))
+                await self.disk_store(keyed)
+        except Exception as exc:
+            for flight in pending.values():
+                if prefetch:
+                    flight.abandon()
+                else:
+                    flight.fail(exc)
+            raise
+        except BaseException:
+            for flight in pending.values():
+                flight.abandon()
+            raise
+        return result
+
+    async def stream_run(self, ref: ObjectRef, run: list[int], to_memory: bool) -> int:
+        """Prefetch consecutive blocks through one streaming GET, one block in memory at a time.
+
+        Blocks someone else is fetching meanwhile are read past. Returns the
+        bytes stored; errors propagate (flights are abandoned, not failed).
+        """
+        start = block_span(run[0], ref.size, self._bs)[0]
+        stream = await trio.to_thread.run_sync(
+            self._store.get_stream, ref.key, start, limiter=self._limiter
+        )
+        fetched = 0
+        try:
+            for index in run:
+                length = self.length(ref, index)
+                key = self.key(ref, index)
+                flight = self.flights.claim(key)
+                try:
+                    data = await trio.to_thread.run_sync(
+                        _read_exact, stream.read, length, limiter=self._limiter
+                    )
+                    if len(data) != length:
+                        raise RemoteIOError(f"{ref.key}: stream ended early (object changed?)")
+                except BaseException:
+                    if flight is not None:
+                        flight.abandon()
+                    raise
+                if flight is None:
+                    continue
+                if to_memory or self.disk is None:
+                    self.memory.put(key, data)
+                flight.resolve(data)
+                self._metrics.prefetch_bytes.inc(length)
+                fetched += length
+                await self.disk_store([(key, data)])
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_close_quietly, stream, limiter=self._limiter)
+        return fetched
+
+    async def disk_store(self, keyed: list[tuple[str, bytes]]) -> None:
+        disk = self.disk
+        if disk is None or not keyed:
+            return
+
+        def store() -> None:
+            for key, data in keyed:
+                disk.put(key, data)
+
+        await trio.to_thread.run_sync(store, limiter=self._limiter)
+
+    async def _disk_lookup(self, ref: ObjectRef, indexes: list[int]) -> list[tuple[int, bytes]]:
+        disk = self.disk
+        if disk is None or not indexes:
+            return []
+        wanted = [(index, self.key(ref, index), self.length(ref, index)) for index in indexes]
+
+        def lookup() -> list[tuple[int, bytes]]:
+            hits = []
+            for index, key, length in wanted:
+                data = disk.get(key, length)
+                if data is not None and len(data) == length:
+                    hits.append((index, data))
+                elif data is not None:
+                    disk.discard(key)
+            return hits
+
+        hits: list[tuple[int, bytes]] = await trio.to_thread.run_sync(lookup, limiter=self._limiter)
+        return hits
+
+    async def _get_run(self, ref: ObjectRef, run: list[int]) -> list[bytes]:
+        """One ranged GET for the consecutive blocks ``run``, split into blocks.
+
+        The split copies every block once; it runs in the worker thread with
+        the GET so the trio loop never spends milliseconds copying.
+        """
+        bs = self._bs
+        start = block_span(run[0], ref.size, bs)[0]
+        stop = block_span(run[-1], ref.size, bs)[1]
+        get_range = self._store.get_range
+
+        def fetch() -> list[bytes]:
+            data = get_range(ref.key, start, stop - start)
+            if len(data) != stop - start:
+                raise RemoteIOError(
+                    f"{ref.key}: got {len(data)} bytes at {start}, expected {stop - start}"
+                    " (object changed?)"
+                )
+            if len(run) == 1:
+                return [bytes(data)]
+            view = memoryview(data)
+            return [bytes(view[i * bs - start : min((i + 1) * bs, stop) - start]) for i in run]
+
+        blocks: list[bytes] = await trio.to_thread.run_sync(fetch, limiter=self._limiter)
+        return blocks
+
+
+def _read_exact(read: Callable[[int], bytes], length: int) -> bytes:
+    """``length`` bytes from a stream whose ``read`` may return short (fewer at EOF)."""
+    first = read(length)
+    if len(first) == length or not first:
+        return bytes(first)
+    chunks = [first]
+    got = len(first)
+    while got < length:
+        chunk = read(length - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _close_quietly(stream: BinaryIO) -> None:
+    # Closing a half-read HTTP body may fail; there is nothing to recover.
+    with contextlib.suppress(Exception):
+        stream.close()

@@ -1,0 +1,274 @@
+"""ObjectReader: byte ranges of UFS objects, served through the block tiers.
+
+Read path for each block: memory tier -> disk tier (promoted to memory) -> UFS
+(one ranged GET per run of consecutive missing blocks, in a worker thread;
+the result fills memory and disk; see ``loader.py``). Concurrent misses on one
+block share one fetch through ``SingleFlight``. Requests copy only the bytes
+asked for: blocks are sliced with ``memoryview`` and joined once.
+
+Read-ahead: each open handle passes its ``ReadCursor`` (see ``prefetch.py`` for
+the window policy). Batches the cursor asks for are claimed synchronously (so
+the foreground read of the same block waits for them instead of fetching
+again) and fetched by tasks in a nursery the reader owns. In-flight prefetch is
+bounded per cursor (``readahead_blocks``) and globally (``max_prefetch_blocks``,
+default half the memory tier). A failed prefetch is logged and abandoned, never
+handed to readers: a reader waiting on it fetches the block itself, and the
+store's error (a ``cloudfs.errors.FsError``) reaches it unchanged.
+
+Lifetime: either ``async with ObjectReader.running(...) as reader:`` (owns a
+nursery; leaving the block cancels outstanding prefetches), or construct it and
+call ``reader.start(nursery)`` with a nursery of the composition root. Before
+``start`` (or after ``running`` exits) reads still work, only without
+read-ahead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio  # trio 0.22 ships no py.typed
+
+from cloudfs.cache.interface import BlockTier
+from cloudfs.cache.singleflight import Flight, FlightAbandoned
+from cloudfs.config import CacheConfig
+from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consecutive_runs
+from cloudfs.data.loader import BlockLoader, Claimed
+from cloudfs.data.prefetch import ReadCursor
+from cloudfs.errors import InvalidArgument
+from cloudfs.metrics import Metrics
+from cloudfs.ufs.interface import ObjectStore
+
+__all__ = ["ObjectReader", "ReadCursor"]  # ReadCursor lives in prefetch.py; re-exported here
+
+log = logging.getLogger(__name__)
+
+
+class ObjectReader:
+    def __init__(
+        self,
+        store: ObjectStore,
+        memory: BlockTier,
+        disk: BlockTier | None,
+        config: CacheConfig,
+        metrics: Metrics,
+        store_id: str,
+        limiter: trio.CapacityLimiter,
+        *,
+        max_prefetch_blocks: int | None = None,
+    ) -> None:
+        if config.block_size <= 0:
+            raise ValueError("block_size must be positive")
+        self._bs = config.block_size
+        self._loader = BlockLoader(store, memory, disk, self._bs, metrics, store_id, limiter)
+        self._memory = memory
+        self._flights = self._loader.flights
+        self._max_window = max(0, config.readahead_blocks)
+        self._nursery: trio.Nursery | None = None
+        if max_prefetch_blocks is None:
+            max_prefetch_blocks = max(self._max_window, config.memory_bytes // self._bs // 2)
+        self._max_prefetch = max_prefetch_blocks
+        self._prefetch_inflight = 0
+
+    # -- lifetime -------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def running(
+        cls,
+        store: ObjectStore,
+        memory: BlockTier,
+        disk: BlockTier | None,
+        config: CacheConfig,
+        metrics: Metrics,
+        store_id: str,
+        limiter: trio.CapacityLimiter,
+        *,
+        max_prefetch_blocks: int | None = None,
+    ) -> AsyncIterator[ObjectReader]:
+        """A reader with its own read-ahead nursery for the duration of the block."""
+        async with trio.open_nursery() as nursery:
+            reader = cls(
+                store,
+                memory,
+                disk,
+                config,
+                metrics,
+                store_id,
+                limiter,
+                max_prefetch_blocks=max_prefetch_blocks,
+            )
+            reader.start(nursery)
+            try:
+                yield reader
+            finally:
+                reader.stop()
+                nursery.cancel_scope.cancel()
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Run read-ahead tasks in ``nursery`` (cancel it to stop them)."""
+        self._nursery = nursery
+
+    def stop(self) -> None:
+        """Schedule no more read-ahead; running tasks finish or are cancelled by their owner."""
+        self._nursery = None
+
+    @property
+    def block_size(self) -> int:
+        return self._bs
+
+    @property
+    def prefetch_inflight(self) -> int:
+        """Blocks being fetched ahead right now, all cursors together."""
+        return self._prefetch_inflight
+
+    # -- reads ----------------------------------------------------------------
+
+    async def read(
+        self, ref: ObjectRef, offset: int, size: int, cursor: ReadCursor | None = None
+    ) -> bytes:
+        """Bytes ``[offset, min(offset + size, ref.size))`` of ``ref``.
+
+        Pass the handle's ``cursor`` to get read-ahead for sequential reads.
+        Raises the store's ``FsError`` (``NotFound``, ``RemoteIOError``, ...)
+        unchanged, ``RemoteIOError`` if the object is shorter than ``ref.size``
+        (it changed under us), ``InvalidArgument`` for a negative offset or size.
+        """
+        if offset < 0 or size < 0:
+            raise InvalidArgument(f"bad range offset={offset} size={size}")
+        end = min(offset + size, ref.size)
+        if end <= offset:
+            return b""
+        if cursor is not None:
+            self._read_ahead(ref, cursor, offset, end)
+        indexes = list(blocks_for_range(offset, end, self._bs))
+        blocks = await self._fetch(ref, indexes)
+        if len(blocks) == 1:
+            start = indexes[0] * self._bs
+            data = blocks[0]
+            if offset == start and end - start == len(data):
+                return data  # a whole cached block: no copy at all
+            return bytes(memoryview(data)[offset - start : end - start])
+        parts = []
+        for index, data in zip(indexes, blocks, strict=True):
+            start = index * self._bs
+            lo = max(offset, start) - start
+            hi = min(end, start + len(data)) - start
+            parts.append(memoryview(data)[lo:hi])
+        return b"".join(parts)
+
+    async def prefetch_whole(self, ref: ObjectRef) -> int:
+        """Fetch every block of ``ref`` not cached yet; returns bytes fetched from the UFS.
+
+        Blocks go to the disk tier when there is one (warming a dataset larger
+        than RAM must not flush the hot memory tier), else to memory. Runs of
+        several missing blocks are read through one streaming GET. Errors
+        propagate to the caller.
+        """
+        to_memory = self._loader.disk is None
+        missing = [
+            index
+            for index in range(block_count(ref.size, self._bs))
+            if not self._loader.is_cached(self._loader.key(ref, index))
+        ]
+        fetched = 0
+        for run in consecutive_runs(missing, max_len=len(missing) or 1):
+            if len(run) > 1:
+                fetched += await self._loader.stream_run(ref, run, to_memory)
+                continue
+            flight = self._flights.claim(self._loader.key(ref, run[0]))
+            if flight is not None:
+                loaded = await self._loader.load(
+                    ref, [(run[0], flight)], prefetch=True, to_memory=to_memory
+                )
+                fetched += sum(len(d) for d in loaded.values())
+        return fetched
+
+    async def _fetch(self, ref: ObjectRef, indexes: list[int]) -> list[bytes]:
+        """The blocks ``indexes``: from memory, an in-flight fetch, or a new load."""
+        found: dict[int, bytes] = {}
+        todo = indexes
+        while todo:
+            waits: list[tuple[int, Flight[bytes]]] = []
+            claimed: Claimed = []
+            for index in todo:
+                key = self._loader.key(ref, index)
+                data = self._memory.get(key, self._loader.length(ref, index))
+                if data is not None:
+                    found[index] = data
+                    continue
+                flight = self._flights.get(key)
+                if flight is not None:
+                    waits.append((index, flight))
+                    continue
+                mine = self._flights.claim(key)
+                assert mine is not None  # nothing awaited since get(): still free
+                claimed.append((index, mine))
+            if claimed:
+                found.update(await self._loader.load(ref, claimed, prefetch=False, to_memory=True))
+            retry = []
+            for index, flight in waits:
+                try:
+                    found[index] = await flight.wait()
+                except FlightAbandoned:  # a prefetch gave up or its leader was cancelled
+                    retry.append(index)
+            todo = retry
+        return [found[index] for index in indexes]
+
+    # -- read-ahead -----------------------------------------------------------
+
+    def _read_ahead(self, ref: ObjectRef, cursor: ReadCursor, offset: int, end: int) -> None:
+        """Ask the cursor for a batch and claim it now; fetch it in the nursery."""
+        ahead = cursor.plan(ref, offset, end, self._bs, self._max_window)
+        nursery = self._nursery
+        if not ahead or nursery is None:
+            return
+        claimed: Claimed = []
+        covered = ahead.start
+        for index in ahead:
+            key = self._loader.key(ref, index)
+            if self._memory.contains(key) or key in self._flights:
+                covered = index + 1
+                continue
+            if (
+                cursor.inflight_blocks + len(claimed) >= self._max_window
+                or self._prefetch_inflight + len(claimed) >= self._max_prefetch
+            ):
+                break
+            flight = self._flights.claim(key)
+            assert flight is not None
+            claimed.append((index, flight))
+            covered = index + 1
+        cursor.issued(covered)
+        if not claimed:
+            return
+        cursor.inflight_blocks += len(claimed)
+        self._prefetch_inflight += len(claimed)
+        try:
+            nursery.start_soon(self._prefetch_task, ref, cursor, claimed)
+        except RuntimeError:  # the nursery is closing
+            self._release_budget(cursor, len(claimed))
+            for _, flight in claimed:
+                flight.abandon()
+
+    async def _prefetch_task(self, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed) -> None:
+        outstanding = len(claimed)
+
+        def resolved(count: int) -> None:
+            nonlocal outstanding
+            outstanding -= count
+            self._release_budget(cursor, count)
+
+        try:
+            await self._loader.load(
+                ref, claimed, prefetch=True, to_memory=True, on_resolved=resolved
+            )
+        except Exception as exc:  # best effort: the foreground read retries
+            log.debug("prefetch of %s blocks %s failed: %r", ref.key, [i for i, _ in claimed], exc)
+        finally:
+            self._release_budget(cursor, outstanding)
+
+    def _release_budget(self, cursor: ReadCursor, count: int) -> None:
+        cursor.inflight_blocks -= count
+        self._prefetch_inflight -= count

@@ -1,0 +1,101 @@
+"""Mounting, serving and unmounting one pyfuse3 session under trio."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+import pyfuse3
+import trio
+
+from cloudfs.errors import StartupError
+
+log = logging.getLogger(__name__)
+
+# Kernel read-ahead for the mount's backing device. 128 KiB by default, which
+# also caps FUSE read requests at 128 KiB; larger means fewer, larger requests.
+READ_AHEAD_KB = 1024
+
+
+def mount_options(
+    ufs_uri: str, *, read_only: bool, allow_other: bool, debug: bool = False
+) -> set[str]:
+    options = {f"fsname={_fsname(ufs_uri)}", "subtype=cloudfs", "default_permissions"}
+    if read_only:
+        options.add("ro")
+    if allow_other:
+        options.add("allow_other")
+    if debug:
+        options.add("debug")
+    return options
+
+
+def _fsname(ufs_uri: str) -> str:
+    # mount options are comma-separated: keep the source readable but safe
+    return "cloudfs:" + ufs_uri.replace(",", "%2C").replace(" ", "%20")
+
+
+def start(ops: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
+    """Mount on ``mountpoint`` (a resolved path); the kernel then queues requests for ``serve``.
+
+    Until ``serve`` runs, this process must not touch the mountpoint itself.
+    """
+    try:
+        pyfuse3.init(ops, mountpoint, options)
+    except RuntimeError as e:
+        raise StartupError(f"cannot mount on {mountpoint}: {e}") from e
+    _raise_read_ahead(mountpoint)
+
+
+def _raise_read_ahead(mountpoint: str) -> None:
+    # The device number comes from mountinfo: a stat() of the mountpoint would
+    # wait for this very process to answer GETATTR, which it cannot do yet.
+    try:
+        device = _device_of(mountpoint)
+        if device is None:
+            return
+        with open(f"/sys/class/bdi/{device}/read_ahead_kb", "w") as f:
+            f.write(str(READ_AHEAD_KB))
+    except OSError as e:  # not fatal: only larger requests are lost
+        log.info("could not raise read-ahead of %s: %s", mountpoint, e)
+
+
+def _device_of(mountpoint: str) -> str | None:
+    """ "major:minor" of the newest mount at ``mountpoint``."""
+    device = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 4 and fields[4].replace("\\040", " ") == mountpoint:
+                device = fields[2]
+    return device
+
+
+async def serve(background: Callable[[trio.Nursery], Awaitable[None]] | None = None) -> bool:
+    """Answer kernel requests until unmounted or SIGTERM/SIGINT, then stop ``background``.
+
+    Returns True when a signal ended it (the filesystem is still mounted and
+    ``stop(unmount=True)`` must unmount it), False when it was unmounted.
+    """
+    signalled = trio.Event()
+    async with trio.open_nursery() as nursery:
+        if background is not None:
+            await background(nursery)
+        nursery.start_soon(_terminate_on_signal, signalled)
+        await pyfuse3.main(min_tasks=4, max_tasks=64)
+        nursery.cancel_scope.cancel()
+    return signalled.is_set()
+
+
+async def _terminate_on_signal(signalled: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("signal %d: unmounting", signum)
+            signalled.set()
+            pyfuse3.terminate()
+            return
+
+
+def stop(*, unmount: bool) -> None:
+    pyfuse3.close(unmount=unmount)

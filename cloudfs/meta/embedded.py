@@ -1,0 +1,197 @@
+"""EmbeddedMeta: the Meta protocol served in-process, over a KV engine and the UFS.
+
+This class only adds concurrency control to the tree operations in
+``cloudfs.meta.server``: it makes directories fresh from the UFS before an
+operation reads or changes them (``DirectoryLoader``), and serializes
+namespace changes (create, mkdir, symlink, link, unlink, rmdir, rename,
+commit_upload) with one namespace lock, so that the UFS call made between an
+operation's read and write transactions acts on a namespace nobody else
+changes meanwhile. Reads (lookup, getattr, readdir) and attribute updates
+never wait for that lock. The price: namespace changes in one process run one
+at a time, including their UFS round trip. Training workloads mostly read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from cloudfs.config import MountConfig
+from cloudfs.meta.server import ops_attr, ops_create, ops_read, ops_remove, ops_rename, tree
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVEngine
+from cloudfs.meta.server.kv_lmdb import LmdbKV
+from cloudfs.meta.server.loader import DirectoryLoader
+from cloudfs.meta.server.names import validate_name
+from cloudfs.meta.server.ops_volume import init_volume
+from cloudfs.meta.server.settings import TreeSettings
+from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
+from cloudfs.ufs.interface import ObjectStore
+
+
+class EmbeddedMeta:
+    """``cloudfs.meta.interface.Meta`` over ``engine``, mirroring ``store``.
+
+    Args:
+        engine: the KV engine holding the tree (``LmdbKV``, ``MemoryKV``); closed by ``close``.
+        store: the UFS; not closed by ``close``.
+        ttl: seconds after which a listed directory is listed again.
+        default_uid, default_gid, file_mode, dir_mode: owner and permission bits of
+            what the UFS listing reveals (and of the root when the tree is new).
+        clock: nanoseconds since the epoch; tests inject a fake one.
+    """
+
+    def __init__(
+        self,
+        engine: KVEngine,
+        store: ObjectStore,
+        *,
+        ttl: float,
+        default_uid: int = 0,
+        default_gid: int = 0,
+        file_mode: int = 0o644,
+        dir_mode: int = 0o755,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        settings = TreeSettings(
+            ttl_ns=ttl * 1e9,
+            default_uid=default_uid,
+            default_gid=default_gid,
+            file_mode=file_mode,
+            dir_mode=dir_mode,
+        )
+        self._ctx = TreeContext(engine, store, settings, clock)
+        self._ns_lock = threading.RLock()
+        self._loader = DirectoryLoader(self._ctx, self._ns_lock)
+        init_volume(self._ctx)
+
+    def _fresh_child_dir(self, parent: InodeId, name: bytes) -> None:
+        """Make ``name`` fresh if it is a directory (rmdir and rename check its emptiness)."""
+        with self._ctx.kv.transaction(write=False) as txn:
+            ino = tree.child(txn, parent, name)
+            rec = None if ino is None else tree.find(txn, ino)
+        if ino is not None and rec is not None and tree.is_dir(rec):
+            self._loader.ensure_fresh(ino)
+
+    def lookup(self, parent: InodeId, name: bytes) -> Attr:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        return ops_read.lookup(self._ctx, parent, name)
+
+    def getattr(self, inode: InodeId) -> Attr:
+        return ops_read.getattr(self._ctx, inode)
+
+    def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
+        return ops_attr.setattr(self._ctx, inode, changes)
+
+    def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
+        self._loader.ensure_fresh(inode)
+        return ops_read.readdir(self._ctx, inode, after, limit)
+
+    def create(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
+    ) -> Attr:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        with self._ns_lock:
+            self._loader.bump(parent)
+            return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
+
+    def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        with self._ns_lock:
+            self._loader.bump(parent)
+            return ops_create.mkdir(self._ctx, parent, name, mode, uid, gid)
+
+    def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        with self._ns_lock:
+            self._loader.bump(parent)
+            return ops_create.symlink(self._ctx, parent, name, target, uid, gid)
+
+    def readlink(self, inode: InodeId) -> bytes:
+        return ops_read.readlink(self._ctx, inode)
+
+    def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
+        validate_name(new_name)
+        self._loader.ensure_fresh(new_parent)
+        with self._ns_lock:
+            self._loader.bump(new_parent)
+            return ops_create.link(self._ctx, inode, new_parent, new_name)
+
+    def unlink(self, parent: InodeId, name: bytes) -> Attr:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        with self._ns_lock:
+            self._loader.bump(parent)
+            return ops_remove.unlink(self._ctx, parent, name)
+
+    def rmdir(self, parent: InodeId, name: bytes) -> None:
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        self._fresh_child_dir(parent, name)
+        with self._ns_lock:
+            self._loader.bump(parent)
+            ops_remove.rmdir(self._ctx, parent, name)
+
+    def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
+    ) -> None:
+        validate_name(name)
+        validate_name(new_name)
+        self._loader.ensure_fresh(parent)
+        self._loader.ensure_fresh(new_parent)
+        self._fresh_child_dir(new_parent, new_name)
+        with self._ns_lock:
+            self._loader.bump(parent, new_parent)
+            moved, replaced = ops_rename.rename(
+                self._ctx, parent, name, new_parent, new_name, flags
+            )
+            self._loader.bump(moved, replaced)
+
+    def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        return ops_attr.getxattr(self._ctx, inode, name)
+
+    def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
+        ops_attr.setxattr(self._ctx, inode, name, value, flags)
+
+    def listxattr(self, inode: InodeId) -> list[bytes]:
+        return ops_attr.listxattr(self._ctx, inode)
+
+    def removexattr(self, inode: InodeId, name: bytes) -> None:
+        ops_attr.removexattr(self._ctx, inode, name)
+
+    def statfs(self) -> FsStats:
+        return ops_read.statfs(self._ctx)
+
+    def object_key(self, inode: InodeId) -> str:
+        return ops_read.object_key(self._ctx, inode)
+
+    def open(self, inode: InodeId) -> Attr:
+        return ops_attr.open_inode(self._ctx, inode)
+
+    def release(self, inode: InodeId) -> None:
+        ops_attr.release(self._ctx, inode)
+
+    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
+        with self._ns_lock:
+            return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag)
+
+    def close(self) -> None:
+        self._ctx.kv.close()
+
+
+def open_embedded(lmdb_dir: str, store: ObjectStore, config: MountConfig) -> EmbeddedMeta:
+    """The mount's tree: an LMDB environment in ``lmdb_dir`` mirroring ``store``."""
+    return EmbeddedMeta(
+        LmdbKV(lmdb_dir),
+        store,
+        ttl=config.meta_ttl,
+        default_uid=config.default_uid,
+        default_gid=config.default_gid,
+        file_mode=config.file_mode,
+        dir_mode=config.dir_mode,
+    )

@@ -1,0 +1,177 @@
+"""Key layout and record encoding of the tree in the KV engine.
+
+Keys (integers are 8-byte big-endian so that byte order is numeric order):
+
+=====================================  ======================================
+``I`` ino                              inode record (``InodeRecord``)
+``D`` parent name                      dentry -> child ino (8 bytes)
+``L`` ino parent name                  secondary hard-link name of ino -> b""
+``X`` ino name                         xattr value
+``S`` ino                              symlink target
+``O`` ino                              open count (8 bytes)
+``P`` ino                              orphan: nlink 0 but still open -> b""
+``C:next_inode`` / ``C:inode_count``   counters (8 bytes)
+=====================================  ======================================
+
+The primary name (parent, name) of an inode lives in its record: it is the
+path, hence the UFS key, of the inode. Other names of a hard-linked inode are
+``L`` entries so that unlinking the primary name can promote one of them.
+
+Records start with a version byte so the layout can evolve; an unknown
+version is reported as corruption rather than misread.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from cloudfs.errors import FsError
+
+RECORD_VERSION = 1
+
+# version, mode, nlink, uid, gid, rdev, size, atime, mtime, ctime, parent,
+# loaded_at, flags, len(etag), len(name)
+_INODE = struct.Struct(">BIIIIQQqqqQqBHH")
+_FLAG_UFS = 1
+
+NEXT_INODE_KEY = b"C:next_inode"
+INODE_COUNT_KEY = b"C:inode_count"
+OPEN_PREFIX = b"O"
+ORPHAN_PREFIX = b"P"
+
+
+@dataclass(frozen=True, slots=True)
+class InodeRecord:
+    """Everything the tree stores about one inode (``dataclasses.replace`` to change)."""
+
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    rdev: int = 0
+    etag: str = ""
+    parent: int = 0  # primary parent inode; 0 for the root and for orphans
+    name: bytes = b""  # primary name in ``parent``
+    loaded_at_ns: int = 0  # directories: when last merged from a UFS listing
+    ufs: bool = False  # backed by the UFS (an object or a directory there)
+
+
+def encode_inode(rec: InodeRecord) -> bytes:
+    etag = rec.etag.encode("utf-8")
+    header = _INODE.pack(
+        RECORD_VERSION,
+        rec.mode,
+        rec.nlink,
+        rec.uid,
+        rec.gid,
+        rec.rdev,
+        rec.size,
+        rec.atime_ns,
+        rec.mtime_ns,
+        rec.ctime_ns,
+        rec.parent,
+        rec.loaded_at_ns,
+        _FLAG_UFS if rec.ufs else 0,
+        len(etag),
+        len(rec.name),
+    )
+    return header + etag + rec.name
+
+
+def decode_inode(data: bytes) -> InodeRecord:
+    if not data or data[0] != RECORD_VERSION:
+        raise FsError(f"corrupt inode record (version {data[:1]!r})")
+    (
+        _,
+        mode,
+        nlink,
+        uid,
+        gid,
+        rdev,
+        size,
+        atime,
+        mtime,
+        ctime,
+        parent,
+        loaded,
+        flags,
+        etag_len,
+        name_len,
+    ) = _INODE.unpack_from(data)
+    offset = _INODE.size
+    etag = data[offset : offset + etag_len].decode("utf-8")
+    name = data[offset + etag_len : offset + etag_len + name_len]
+    return InodeRecord(
+        mode=mode,
+        nlink=nlink,
+        uid=uid,
+        gid=gid,
+        size=size,
+        atime_ns=atime,
+        mtime_ns=mtime,
+        ctime_ns=ctime,
+        rdev=rdev,
+        etag=etag,
+        parent=parent,
+        name=bytes(name),
+        loaded_at_ns=loaded,
+        ufs=bool(flags & _FLAG_UFS),
+    )
+
+
+def u64(value: int) -> bytes:
+    return value.to_bytes(8, "big")
+
+
+def from_u64(data: bytes) -> int:
+    return int.from_bytes(data[:8], "big")
+
+
+def inode_key(ino: int) -> bytes:
+    return b"I" + u64(ino)
+
+
+def dentry_prefix(parent: int) -> bytes:
+    return b"D" + u64(parent)
+
+
+def dentry_key(parent: int, name: bytes) -> bytes:
+    return b"D" + u64(parent) + name
+
+
+def link_prefix(ino: int) -> bytes:
+    return b"L" + u64(ino)
+
+
+def link_key(ino: int, parent: int, name: bytes) -> bytes:
+    return b"L" + u64(ino) + u64(parent) + name
+
+
+def split_link_key(key: bytes) -> tuple[int, bytes]:
+    """(parent, name) of an ``L`` key."""
+    return from_u64(key[9:17]), key[17:]
+
+
+def xattr_prefix(ino: int) -> bytes:
+    return b"X" + u64(ino)
+
+
+def xattr_key(ino: int, name: bytes) -> bytes:
+    return b"X" + u64(ino) + name
+
+
+def symlink_key(ino: int) -> bytes:
+    return b"S" + u64(ino)
+
+
+def open_key(ino: int) -> bytes:
+    return OPEN_PREFIX + u64(ino)
+
+
+def orphan_key(ino: int) -> bytes:
+    return ORPHAN_PREFIX + u64(ino)

@@ -1,0 +1,18 @@
+"""What every tree operation needs: the KV engine, the UFS, settings and a clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cloudfs.meta.server.kv import KVEngine
+from cloudfs.meta.server.settings import TreeSettings
+from cloudfs.ufs.interface import ObjectStore
+
+
+@dataclass(frozen=True, slots=True)
+class TreeContext:
+    kv: KVEngine
+    store: ObjectStore
+    settings: TreeSettings
+    clock: Callable[[], int]  # nanoseconds since the epoch (time.time_ns in production)

@@ -1,0 +1,57 @@
+"""The small transactional key-value protocol every tree engine implements.
+
+Tree operations (``cloudfs.meta.server.tree`` and the ``ops_*`` modules) are
+written once over this protocol, like JuiceFS's ``tkv`` or 3FS's KV layer, so a
+new engine (LMDB today, etcd or TiKV later) only has to provide ordered keys and
+serializable transactions.
+
+Semantics every engine guarantees (checked by ``tests/contract/test_kv.py``):
+
+* ``transaction(write=True)`` is serializable: it sees its own writes, commits
+  all of them when the ``with`` block exits normally and none of them when it
+  raises. ``transaction(write=False)`` sees one consistent snapshot; ``put`` and
+  ``delete`` in it raise ``ValueError`` (a programming error, not an errno).
+* ``scan`` yields ``(key, value)`` pairs whose key starts with ``prefix``, in
+  ascending byte order, strictly after ``start_after`` (a full key) when given,
+  at most ``limit`` of them. Do not ``put``/``delete`` while a scan iterator is
+  still being consumed; materialize it with ``list()`` first.
+* A transaction belongs to the thread that opened it, and a thread must not
+  open a second transaction while one is open (engines may deadlock or raise).
+* Keys are at most 511 bytes (LMDB's limit); values are arbitrary bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+
+class KVTxn(Protocol):
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None`` when absent."""
+        ...
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Insert or replace ``key`` (write transactions only)."""
+        ...
+
+    def delete(self, key: bytes) -> None:
+        """Remove ``key``; deleting an absent key is not an error (write only)."""
+        ...
+
+    def scan(
+        self, prefix: bytes, start_after: bytes | None = None, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Keys starting with ``prefix`` in ascending order, after ``start_after``."""
+        ...
+
+
+class KVEngine(Protocol):
+    def transaction(self, write: bool) -> AbstractContextManager[KVTxn]:
+        """A transaction; commits on normal exit of the ``with`` block, aborts on error."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the engine; no transaction may be opened afterwards."""
+        ...

@@ -1,0 +1,85 @@
+"""Keeping directories fresh: list stale ones from the UFS, once per directory at a time.
+
+A directory is listed when it was never listed or its listing is older than
+the TTL. A per-directory lock makes a second thread wait for the first one's
+listing and then reuse it (it re-checks freshness after the wait).
+
+The listing runs without the namespace lock (a 10,000-entry S3 listing takes
+seconds) and is merged under it. A namespace change in that directory while
+the listing was in flight could be undone by merging a stale listing (an
+unlinked object resurrected), so mutations ``bump`` the directories they
+touch and a listing that was overtaken, or whose directory moved (its key
+changed), is taken again; the last try holds the namespace lock throughout,
+so it always finishes. Lock order: directory lock, then namespace lock; never
+the reverse (mutations make directories fresh before taking the namespace
+lock).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager, nullcontext
+
+from cloudfs.meta.server import tree
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.locks import KeyedLocks
+from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
+
+OPTIMISTIC_TRIES = 2
+
+
+class DirectoryLoader:
+    def __init__(self, ctx: TreeContext, ns_lock: threading.RLock) -> None:
+        self._ctx = ctx
+        self._ns_lock = ns_lock
+        self._dir_locks = KeyedLocks()
+        self._guard = threading.Lock()
+        self._in_flight: dict[int, int] = {}  # directory being listed -> mutations seen
+
+    def bump(self, *inos: int | None) -> None:
+        """Record a namespace change in these directories (call under the namespace lock)."""
+        with self._guard:
+            for ino in inos:
+                if ino is not None and ino in self._in_flight:
+                    self._in_flight[ino] += 1
+
+    def _stale(self, ino: int) -> bool:
+        with self._ctx.kv.transaction(write=False) as txn:
+            rec = tree.load_dir(txn, ino)
+        return self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
+
+    def _key(self, ino: int) -> str:
+        with self._ctx.kv.transaction(write=False) as txn:
+            return tree.key_of(txn, ino)
+
+    def ensure_fresh(self, ino: int) -> None:
+        """List directory ``ino`` from the UFS if stale (``NotADirectory``, ``NotFound``)."""
+        if not self._stale(ino):
+            return
+        with self._dir_locks.hold(ino):
+            for attempt in range(OPTIMISTIC_TRIES + 1):
+                if not self._stale(ino):
+                    return
+                final = attempt == OPTIMISTIC_TRIES
+                if self._try_load(ino, final):
+                    return
+
+    def _try_load(self, ino: int, final: bool) -> bool:
+        outer: AbstractContextManager[object] = self._ns_lock if final else nullcontext()
+        with outer:
+            with self._guard:
+                self._in_flight[ino] = 0
+            try:
+                key = self._key(ino)
+                listing = list_directory(self._ctx.store, key)
+                with self._ns_lock:
+                    with self._guard:
+                        overtaken = self._in_flight[ino] != 0
+                    if not final and (overtaken or self._key(ino) != key):
+                        return False
+                    with self._ctx.kv.transaction(write=True) as txn:
+                        merge_listing(txn, ino, listing, self._ctx.clock(), self._ctx.settings)
+                    return True
+            finally:
+                with self._guard:
+                    del self._in_flight[ino]

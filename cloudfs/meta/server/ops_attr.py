@@ -1,0 +1,134 @@
+"""Tree-only changes to one inode: setattr, xattrs, open counts, committed uploads.
+
+None of these reach the UFS: modes, owners, times and xattrs live only in the
+tree, and the data layer has already written the bytes before
+``commit_upload``. Each is one write transaction.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import stat
+from dataclasses import replace
+
+from cloudfs.errors import AlreadyExists, FsError, InvalidArgument, IsADirectory, NoAttribute
+from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
+from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.types import NAME_MAX, Attr, AttrChanges
+
+log = logging.getLogger(__name__)
+
+XATTR_SIZE_MAX = 65536  # linux/limits.h
+
+
+def setattr(ctx: TreeContext, ino: int, changes: AttrChanges) -> Attr:
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        if changes.size is not None and tree.is_dir(rec):
+            raise IsADirectory("cannot set the size of a directory")
+        if changes.size is not None and changes.size < 0:
+            raise InvalidArgument("negative size")
+        rec = replace(
+            rec,
+            mode=rec.mode
+            if changes.mode is None
+            else stat.S_IFMT(rec.mode) | (changes.mode & 0o7777),
+            uid=rec.uid if changes.uid is None else changes.uid,
+            gid=rec.gid if changes.gid is None else changes.gid,
+            size=rec.size if changes.size is None else changes.size,
+            atime_ns=rec.atime_ns if changes.atime_ns is None else changes.atime_ns,
+            mtime_ns=rec.mtime_ns if changes.mtime_ns is None else changes.mtime_ns,
+            ctime_ns=now if changes.ctime_ns is None else changes.ctime_ns,
+            etag=rec.etag if changes.etag is None else changes.etag,
+        )
+        tree.save(txn, ino, rec)
+        return tree.to_attr(ino, rec)
+
+
+def _check_xattr_name(name: bytes) -> None:
+    if not name or b"\0" in name:
+        raise InvalidArgument("invalid xattr name")
+    if len(name) > NAME_MAX:
+        raise FsError("xattr name too long", errno=errno.ERANGE)
+
+
+def getxattr(ctx: TreeContext, ino: int, name: bytes) -> bytes:
+    _check_xattr_name(name)
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load(txn, ino)
+        value = txn.get(codec.xattr_key(ino, name))
+    if value is None:
+        raise NoAttribute(f"no xattr {name!r}")
+    return value
+
+
+def setxattr(ctx: TreeContext, ino: int, name: bytes, value: bytes, flags: int) -> None:
+    _check_xattr_name(name)
+    if len(value) > XATTR_SIZE_MAX:
+        raise FsError("xattr value too large", errno=errno.E2BIG)
+    if flags & ~(XATTR_CREATE | XATTR_REPLACE):
+        raise InvalidArgument(f"bad setxattr flags {flags:#x}")
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        present = txn.get(codec.xattr_key(ino, name)) is not None
+        if flags & XATTR_CREATE and present:
+            raise AlreadyExists(f"xattr {name!r} exists")
+        if flags & XATTR_REPLACE and not present:
+            raise NoAttribute(f"no xattr {name!r}")
+        txn.put(codec.xattr_key(ino, name), value)
+        tree.save(txn, ino, replace(rec, ctime_ns=now))
+
+
+def listxattr(ctx: TreeContext, ino: int) -> list[bytes]:
+    prefix = codec.xattr_prefix(ino)
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load(txn, ino)
+        return [key[len(prefix) :] for key, _ in txn.scan(prefix)]
+
+
+def removexattr(ctx: TreeContext, ino: int, name: bytes) -> None:
+    _check_xattr_name(name)
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        if txn.get(codec.xattr_key(ino, name)) is None:
+            raise NoAttribute(f"no xattr {name!r}")
+        txn.delete(codec.xattr_key(ino, name))
+        tree.save(txn, ino, replace(rec, ctime_ns=now))
+
+
+def open_inode(ctx: TreeContext, ino: int) -> Attr:
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
+        return tree.to_attr(ino, rec)
+
+
+def release(ctx: TreeContext, ino: int) -> None:
+    with ctx.kv.transaction(write=True) as txn:
+        count = tree.open_count(txn, ino)
+        if count == 0:
+            log.warning("release of inode %d that is not open", ino)
+            return
+        if count > 1:
+            txn.put(codec.open_key(ino), codec.u64(count - 1))
+            return
+        txn.delete(codec.open_key(ino))
+        rec = tree.find(txn, ino)
+        if rec is not None and rec.nlink == 0:
+            tree.free_inode(txn, ino)
+
+
+def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: str) -> Attr:
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        if not stat.S_ISREG(rec.mode):
+            raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
+        rec = replace(rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag=etag, ufs=True)
+        tree.save(txn, ino, rec)
+        return tree.to_attr(ino, rec)

@@ -1,0 +1,140 @@
+"""Operations that add a name: create (files, fifos, sockets, devices), mkdir, symlink, link.
+
+Only ``mkdir`` reaches the UFS (a directory marker), before the tree changes;
+new files stay tree-only (etag "") until the data layer uploads them and calls
+``commit_upload``. The caller (``EmbeddedMeta``) holds the namespace lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+from dataclasses import replace
+
+from cloudfs.errors import (
+    AlreadyExists,
+    FsError,
+    InvalidArgument,
+    NameTooLong,
+    NotFound,
+    NotPermitted,
+)
+from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.codec import InodeRecord
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.names import validate_name
+from cloudfs.meta.server.store_calls import call_store
+from cloudfs.types import Attr
+
+SYMLINK_MAX = 4096  # PATH_MAX
+
+
+def _check_free(txn: KVTxn, parent: int, name: bytes) -> None:
+    tree.load_dir(txn, parent)
+    if tree.child(txn, parent, name) is not None:
+        raise AlreadyExists(f"{name!r} exists")
+
+
+def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) -> Attr:
+    ino = tree.alloc_inodes(txn, 1)
+    rec = replace(rec, parent=parent, name=name)
+    tree.save(txn, ino, rec)
+    tree.add_name(txn, parent, name, ino)
+    tree.touch(txn, parent, now, nlink_delta=1 if tree.is_dir(rec) else 0)
+    return tree.to_attr(ino, rec)
+
+
+def create(
+    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, rdev: int
+) -> Attr:
+    validate_name(name)
+    kind = stat.S_IFMT(mode) or stat.S_IFREG
+    if kind in (stat.S_IFDIR, stat.S_IFLNK):
+        raise InvalidArgument("create cannot make directories or symlinks")
+    now = ctx.clock()
+    rec = InodeRecord(
+        mode=kind | (mode & 0o7777),
+        nlink=1,
+        uid=uid,
+        gid=gid,
+        size=0,
+        atime_ns=now,
+        mtime_ns=now,
+        ctime_ns=now,
+        rdev=rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0,
+    )
+    with ctx.kv.transaction(write=True) as txn:
+        _check_free(txn, parent, name)
+        return _insert(txn, parent, name, rec, now)
+
+
+def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+    validate_name(name)
+    with ctx.kv.transaction(write=False) as txn:
+        _check_free(txn, parent, name)
+        key = tree.entry_key(txn, parent, name)
+    call_store(ctx.store.make_dir, key)
+    now = ctx.clock()
+    # A directory we just made is empty in the UFS too: it counts as listed.
+    rec = InodeRecord(
+        mode=stat.S_IFDIR | (mode & 0o7777),
+        nlink=2,
+        uid=uid,
+        gid=gid,
+        size=0,
+        atime_ns=now,
+        mtime_ns=now,
+        ctime_ns=now,
+        loaded_at_ns=now,
+        ufs=True,
+    )
+    with ctx.kv.transaction(write=True) as txn:
+        _check_free(txn, parent, name)
+        return _insert(txn, parent, name, rec, now)
+
+
+def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+    validate_name(name)
+    if not target:
+        raise NotFound("empty symlink target")
+    if b"\0" in target:
+        raise InvalidArgument("NUL in symlink target")
+    if len(target) >= SYMLINK_MAX:
+        raise NameTooLong("symlink target too long")
+    now = ctx.clock()
+    rec = InodeRecord(
+        mode=stat.S_IFLNK | 0o777,
+        nlink=1,
+        uid=uid,
+        gid=gid,
+        size=len(target),
+        atime_ns=now,
+        mtime_ns=now,
+        ctime_ns=now,
+    )
+    with ctx.kv.transaction(write=True) as txn:
+        _check_free(txn, parent, name)
+        attr = _insert(txn, parent, name, rec, now)
+        txn.put(codec.symlink_key(attr.inode), target)
+        return attr
+
+
+def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
+    validate_name(new_name)
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        if tree.is_dir(rec):
+            raise NotPermitted("hard link to a directory")
+        if rec.nlink == 0:
+            raise NotFound(f"inode {ino} was unlinked")
+        if rec.nlink >= 0xFFFFFFFF:
+            raise FsError("too many links", errno=errno.EMLINK)
+        _check_free(txn, new_parent, new_name)
+        tree.add_name(txn, new_parent, new_name, ino)
+        txn.put(codec.link_key(ino, new_parent, new_name), b"")
+        rec = replace(rec, nlink=rec.nlink + 1, ctime_ns=now)
+        tree.save(txn, ino, rec)
+        tree.touch(txn, new_parent, now)
+        return tree.to_attr(ino, rec)

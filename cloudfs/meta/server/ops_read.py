@@ -1,0 +1,69 @@
+"""Read-only tree operations; the caller has made the directory fresh first."""
+
+from __future__ import annotations
+
+import stat
+
+from cloudfs.errors import InvalidArgument, NotFound
+from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.store_calls import call_store
+from cloudfs.types import Attr, DirEntry, FsStats
+
+BLOCK_SIZE = 4096
+INODE_LIMIT = 1 << 32  # what statfs advertises: the tree has no real inode limit
+
+
+def lookup(ctx: TreeContext, parent: int, name: bytes) -> Attr:
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load_dir(txn, parent)
+        ino = tree.child(txn, parent, name)
+        if ino is None:
+            raise NotFound(f"{name!r}")
+        return tree.to_attr(ino, tree.load(txn, ino))
+
+
+def getattr(ctx: TreeContext, ino: int) -> Attr:
+    with ctx.kv.transaction(write=False) as txn:
+        return tree.to_attr(ino, tree.load(txn, ino))
+
+
+def readdir(ctx: TreeContext, ino: int, after: bytes | None, limit: int) -> list[DirEntry]:
+    if limit <= 0:
+        return []
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load_dir(txn, ino)
+        entries = []
+        for name, child in tree.children(txn, ino, after, limit):
+            rec = tree.find(txn, child)
+            if rec is not None:
+                entries.append(DirEntry(name, tree.to_attr(child, rec)))
+        return entries
+
+
+def readlink(ctx: TreeContext, ino: int) -> bytes:
+    with ctx.kv.transaction(write=False) as txn:
+        rec = tree.load(txn, ino)
+        target = txn.get(codec.symlink_key(ino))
+    if not stat.S_ISLNK(rec.mode) or target is None:
+        raise InvalidArgument(f"inode {ino} is not a symlink")
+    return target
+
+
+def object_key(ctx: TreeContext, ino: int) -> str:
+    with ctx.kv.transaction(write=False) as txn:
+        return tree.key_of(txn, ino)
+
+
+def statfs(ctx: TreeContext) -> FsStats:
+    total, free = call_store(ctx.store.statfs)
+    with ctx.kv.transaction(write=False) as txn:
+        used = tree.inode_count(txn)
+    total_inodes = max(INODE_LIMIT, used)
+    return FsStats(
+        block_size=BLOCK_SIZE,
+        total_blocks=total // BLOCK_SIZE,
+        free_blocks=free // BLOCK_SIZE,
+        total_inodes=total_inodes,
+        free_inodes=total_inodes - used,
+    )

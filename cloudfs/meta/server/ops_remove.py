@@ -1,0 +1,69 @@
+"""Operations that remove a name: unlink and rmdir. The UFS changes first.
+
+Unlinking the last name of an uploaded file deletes its object; unlinking the
+primary name of a file that has other hard links moves the object to the key
+of the link that becomes primary (``tree.drop_name`` promotes the same one).
+If the UFS call fails the tree is untouched and the error propagates. The
+caller (``EmbeddedMeta``) holds the namespace lock, so what the read phase
+decided still holds in the write phase.
+"""
+
+from __future__ import annotations
+
+from cloudfs.errors import IsADirectory, NotADirectory, NotEmpty, NotFound
+from cloudfs.meta.server import tree
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.names import validate_name
+from cloudfs.meta.server.store_calls import call_store
+from cloudfs.types import Attr
+
+
+def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
+    validate_name(name)
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load_dir(txn, parent)
+        ino = tree.child(txn, parent, name)
+        if ino is None:
+            raise NotFound(f"{name!r}")
+        rec = tree.load(txn, ino)
+        if tree.is_dir(rec):
+            raise IsADirectory(f"{name!r} is a directory")
+        move: tuple[str, str] | None = None
+        delete: str | None = None
+        if tree.has_object(rec) and tree.is_primary(rec, parent, name):
+            key = tree.entry_key(txn, parent, name)
+            links = tree.secondary_links(txn, ino) if rec.nlink > 1 else []
+            if links:
+                move = (key, tree.entry_key(txn, *links[0]))
+            else:
+                delete = key
+    if move is not None:
+        call_store(ctx.store.rename, *move)
+    elif delete is not None:
+        call_store(ctx.store.delete, delete)
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.drop_name(txn, parent, name, ino, tree.load(txn, ino), now)
+        tree.touch(txn, parent, now)
+        return tree.to_attr(ino, rec)
+
+
+def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
+    validate_name(name)
+    with ctx.kv.transaction(write=False) as txn:
+        tree.load_dir(txn, parent)
+        ino = tree.child(txn, parent, name)
+        if ino is None:
+            raise NotFound(f"{name!r}")
+        rec = tree.load(txn, ino)
+        if not tree.is_dir(rec):
+            raise NotADirectory(f"{name!r} is not a directory")
+        if tree.has_children(txn, ino):
+            raise NotEmpty(f"{name!r} is not empty")
+        key = tree.entry_key(txn, parent, name)
+    if rec.ufs:
+        call_store(ctx.store.remove_dir, key)
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        tree.remove_dir_entry(txn, parent, name, ino)
+        tree.touch(txn, parent, now)

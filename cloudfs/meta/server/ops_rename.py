@@ -1,0 +1,179 @@
+"""rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE, UFS first, then the tree.
+
+The read phase checks POSIX rules and plans the UFS moves; the moves run; the
+write phase rewires the dentries. Keys derive from primary paths, so moving a
+directory's dentry moves its whole subtree's keys with it, matching the
+store's ``rename_dir``. What has no UFS presence (files not uploaded yet,
+secondary hard-link names, symlinks, fifos) moves in the tree only.
+
+An exchange of two UFS entries goes through a temporary key next to the
+target; if the store fails half-way the tree is unchanged and the UFS may hold
+the temporary key until a listing shows it. The caller holds the namespace
+lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from cloudfs.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    IsADirectory,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+)
+from cloudfs.meta.interface import RENAME_EXCHANGE, RENAME_NOREPLACE
+from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.codec import InodeRecord
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.names import validate_name
+from cloudfs.meta.server.store_calls import call_store
+from cloudfs.ufs.interface import ObjectStore
+
+Step = Callable[[], object]
+
+
+@dataclass
+class _Plan:
+    src: int
+    dst: int | None
+    steps: list[Step] = field(default_factory=list)
+
+
+def _presence(rec: InodeRecord, parent: int, name: bytes) -> str | None:
+    """What the UFS holds under this name: "dir", "file" or nothing."""
+    if tree.is_dir(rec):
+        return "dir" if rec.ufs else None
+    return "file" if tree.has_object(rec) and tree.is_primary(rec, parent, name) else None
+
+
+def _move(store: ObjectStore, kind: str, src: str, dst: str) -> Step:
+    if kind == "dir":
+        return lambda: call_store(store.rename_dir, src, dst)
+    return lambda: call_store(store.rename, src, dst)
+
+
+def _check_replace(txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRecord) -> None:
+    if tree.is_dir(src_rec) and not tree.is_dir(dst_rec):
+        raise NotADirectory("cannot replace a non-directory with a directory")
+    if not tree.is_dir(src_rec) and tree.is_dir(dst_rec):
+        raise IsADirectory("cannot replace a directory with a non-directory")
+    if tree.is_dir(dst_rec) and tree.has_children(txn, dst):
+        raise NotEmpty("target directory is not empty")
+
+
+def _plan(
+    txn: KVTxn, store: ObjectStore, old: tuple[int, bytes], new: tuple[int, bytes], flags: int
+) -> _Plan | None:
+    tree.load_dir(txn, old[0])
+    tree.load_dir(txn, new[0])
+    src = tree.child(txn, *old)
+    if src is None:
+        raise NotFound(f"{old[1]!r}")
+    dst = tree.child(txn, *new)
+    if flags & RENAME_EXCHANGE and dst is None:
+        raise NotFound(f"{new[1]!r}")
+    if flags & RENAME_NOREPLACE and dst is not None and old != new:
+        raise AlreadyExists(f"{new[1]!r}")
+    if old == new or dst == src:
+        return None  # the same name, or two links to one inode: POSIX says do nothing
+    src_rec = tree.load(txn, src)
+    if tree.is_dir(src_rec) and tree.is_ancestor(txn, src, new[0]):
+        raise InvalidArgument("cannot move a directory into itself")
+    dst_rec = None if dst is None else tree.load(txn, dst)
+    src_key, dst_key = tree.entry_key(txn, *old), tree.entry_key(txn, *new)
+    s_kind = _presence(src_rec, *old)
+    plan = _Plan(src, dst)
+    if flags & RENAME_EXCHANGE:
+        assert dst is not None and dst_rec is not None
+        if tree.is_dir(dst_rec) and tree.is_ancestor(txn, dst, old[0]):
+            raise InvalidArgument("cannot move a directory into itself")
+        d_kind = _presence(dst_rec, *new)
+        if s_kind and d_kind:
+            tmp = f"{dst_key}.cloudfs-exchange-{uuid.uuid4().hex}"
+            plan.steps += [
+                _move(store, d_kind, dst_key, tmp),
+                _move(store, s_kind, src_key, dst_key),
+                _move(store, d_kind, tmp, src_key),
+            ]
+        elif s_kind:
+            plan.steps.append(_move(store, s_kind, src_key, dst_key))
+        elif d_kind:
+            plan.steps.append(_move(store, d_kind, dst_key, src_key))
+        return plan
+    if dst is not None and dst_rec is not None:
+        _check_replace(txn, src_rec, dst, dst_rec)
+        d_kind = _presence(dst_rec, *new)
+        if d_kind == "dir":
+            plan.steps.append(lambda: call_store(store.remove_dir, dst_key))
+        elif d_kind == "file":
+            links = tree.secondary_links(txn, dst) if dst_rec.nlink > 1 else []
+            if links:  # the replaced file lives on under another name
+                plan.steps.append(_move(store, "file", dst_key, tree.entry_key(txn, *links[0])))
+            elif s_kind != "file":  # otherwise the source object overwrites it
+                plan.steps.append(lambda: call_store(store.delete, dst_key))
+    if s_kind is not None:
+        plan.steps.append(_move(store, s_kind, src_key, dst_key))
+    return plan
+
+
+def _apply(
+    txn: KVTxn,
+    plan: _Plan,
+    old: tuple[int, bytes],
+    new: tuple[int, bytes],
+    exchange: bool,
+    now: int,
+) -> None:
+    src_rec = tree.load(txn, plan.src)
+    subdir_moves = 1 if tree.is_dir(src_rec) else 0
+    if exchange:
+        assert plan.dst is not None
+        dst_rec = tree.load(txn, plan.dst)
+        subdir_moves -= 1 if tree.is_dir(dst_rec) else 0
+        tree.add_name(txn, *old, plan.dst)
+        dst_rec = tree.move_name(txn, plan.dst, dst_rec, new, old)
+        tree.save(txn, plan.dst, replace(dst_rec, ctime_ns=now))
+    else:
+        txn.delete(codec.dentry_key(*old))
+        if plan.dst is not None:
+            dst_rec = tree.load(txn, plan.dst)
+            if tree.is_dir(dst_rec):
+                tree.remove_dir_entry(txn, *new, plan.dst)
+            else:
+                tree.drop_name(txn, *new, plan.dst, dst_rec, now)
+    tree.add_name(txn, *new, plan.src)
+    src_rec = tree.move_name(txn, plan.src, src_rec, old, new)
+    tree.save(txn, plan.src, replace(src_rec, ctime_ns=now))
+    if old[0] == new[0]:
+        tree.touch(txn, old[0], now)
+    else:
+        tree.touch(txn, old[0], now, nlink_delta=-subdir_moves)
+        tree.touch(txn, new[0], now, nlink_delta=subdir_moves)
+
+
+def rename(
+    ctx: TreeContext, parent: int, name: bytes, new_parent: int, new_name: bytes, flags: int
+) -> tuple[int, int | None]:
+    """Rename; returns (moved inode, replaced or exchanged inode) for lock bookkeeping."""
+    validate_name(name)
+    validate_name(new_name)
+    if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or flags == (
+        RENAME_NOREPLACE | RENAME_EXCHANGE
+    ):
+        raise InvalidArgument(f"bad rename flags {flags:#x}")
+    old, new = (parent, name), (new_parent, new_name)
+    with ctx.kv.transaction(write=False) as txn:
+        plan = _plan(txn, ctx.store, old, new, flags)
+    if plan is None:
+        return 0, None
+    for step in plan.steps:
+        step()
+    with ctx.kv.transaction(write=True) as txn:
+        _apply(txn, plan, old, new, bool(flags & RENAME_EXCHANGE), ctx.clock())
+    return plan.src, plan.dst

@@ -1,0 +1,44 @@
+"""Opening a tree: create the root on first use, clean up after the last process.
+
+Open counts only mean something to the process that holds the handles. When
+the tree is opened they are all stale (the previous mount exited or crashed),
+so they are cleared and every orphan (an unlinked inode that was still open)
+is freed. This assumes one process serves a tree at a time, which holds for
+the embedded LMDB engine (a shared engine will need per-session counts).
+"""
+
+from __future__ import annotations
+
+from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.codec import InodeRecord
+from cloudfs.meta.server.context import TreeContext
+from cloudfs.types import ROOT_INODE
+
+
+def init_volume(ctx: TreeContext) -> None:
+    now = ctx.clock()
+    s = ctx.settings
+    with ctx.kv.transaction(write=True) as txn:
+        if tree.find(txn, ROOT_INODE) is None:
+            root = InodeRecord(
+                mode=s.dir_type_mode,
+                nlink=2,
+                uid=s.default_uid,
+                gid=s.default_gid,
+                size=0,
+                atime_ns=now,
+                mtime_ns=now,
+                ctime_ns=now,
+                ufs=True,
+            )
+            tree.save(txn, ROOT_INODE, root)
+            txn.put(codec.NEXT_INODE_KEY, codec.u64(tree.FIRST_FREE_INODE))
+            txn.put(codec.INODE_COUNT_KEY, codec.u64(1))
+        for key, _ in list(txn.scan(codec.OPEN_PREFIX)):
+            txn.delete(key)
+        for key, _ in list(txn.scan(codec.ORPHAN_PREFIX)):
+            ino = codec.from_u64(key[1:])
+            rec = tree.find(txn, ino)
+            if rec is not None and rec.nlink == 0:
+                tree.free_inode(txn, ino)
+            txn.delete(key)

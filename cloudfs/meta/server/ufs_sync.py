@@ -1,0 +1,196 @@
+"""Mirroring a UFS directory into the tree: list it fully, then merge in one transaction.
+
+The listing is taken outside any KV transaction (it may take seconds); the
+merge then runs in a single write transaction however large the directory
+(a 10,000-entry directory is one commit, not 10,000). Merge rules:
+
+* a new name becomes a new ufs-backed inode (files: size/mtime/etag from the
+  listing; directories: never listed yet);
+* a ufs-backed file whose etag or size changed takes the new size, mtime and
+  etag, keeping mode, owner and xattrs: how a change made behind the mount's
+  back shows up after the TTL;
+* a ufs-backed entry missing from the listing is removed, unless it is open;
+  for a directory, its ufs-backed contents are pruned recursively and the
+  directory itself goes only if nothing tree-only or open is left in it;
+* tree-only entries are kept: symlinks, fifos, sockets, devices, secondary
+  hard-link names, and files created through the mount but not uploaded yet;
+* a name that is both an object and a prefix is a directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import stat
+from dataclasses import replace
+
+from cloudfs.meta.server import tree
+from cloudfs.meta.server.codec import InodeRecord
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.names import is_valid_name, str_to_name
+from cloudfs.meta.server.settings import TreeSettings
+from cloudfs.meta.server.store_calls import call_store
+from cloudfs.types import ObjectInfo
+from cloudfs.ufs.interface import ObjectStore
+
+log = logging.getLogger(__name__)
+
+# name -> the object for a file, None for a directory.
+Listing = dict[bytes, ObjectInfo | None]
+LIST_PAGE_SIZE = 1000
+
+
+def _entry_name(base: str, key: str) -> bytes | None:
+    rest = key[len(base) :] if key.startswith(base) else key.rsplit("/", 1)[-1]
+    name = str_to_name(rest.rstrip("/"))
+    if not is_valid_name(name):
+        log.debug("skipping UFS entry %r: not a valid POSIX name", key)
+        return None
+    return name
+
+
+def list_directory(store: ObjectStore, key: str, page_size: int = LIST_PAGE_SIZE) -> Listing:
+    """Every entry directly under directory ``key``, all pages."""
+    base = f"{key}/" if key else ""
+    entries: Listing = {}
+    token: str | None = None
+    while True:
+        page = call_store(store.list_dir, key, token, page_size)
+        for prefix in page.prefixes:
+            name = _entry_name(base, prefix)
+            if name is not None:
+                entries[name] = None
+        for obj in page.objects:
+            name = _entry_name(base, obj.key)
+            if name is None:
+                continue
+            if obj.is_dir:
+                entries[name] = None
+            elif name not in entries:
+                entries[name] = obj
+        token = page.next_token
+        if token is None:
+            return entries
+
+
+def new_record(
+    info: ObjectInfo | None, parent: int, name: bytes, now: int, settings: TreeSettings
+) -> InodeRecord:
+    """The record of an inode first seen in a listing (``info`` None: a directory)."""
+    if info is None:
+        return InodeRecord(
+            mode=settings.dir_type_mode,
+            nlink=2,
+            uid=settings.default_uid,
+            gid=settings.default_gid,
+            size=0,
+            atime_ns=now,
+            mtime_ns=now,
+            ctime_ns=now,
+            parent=parent,
+            name=name,
+            ufs=True,
+        )
+    return InodeRecord(
+        mode=settings.file_type_mode,
+        nlink=1,
+        uid=settings.default_uid,
+        gid=settings.default_gid,
+        size=info.size,
+        atime_ns=info.mtime_ns,
+        mtime_ns=info.mtime_ns,
+        ctime_ns=info.mtime_ns,
+        etag=info.etag,
+        parent=parent,
+        name=name,
+        ufs=True,
+    )
+
+
+def prune(txn: KVTxn, dir_ino: int, now: int) -> bool:
+    """Drop a vanished directory's ufs-backed, unopened contents; True if it is now empty."""
+    for name, ino in tree.children(txn, dir_ino):
+        rec = tree.load(txn, ino)
+        if stat.S_ISDIR(rec.mode):
+            if rec.ufs and prune(txn, ino, now):
+                tree.remove_dir_entry(txn, dir_ino, name, ino)
+        elif _removable_file(txn, dir_ino, name, ino, rec):
+            tree.drop_name(txn, dir_ino, name, ino, rec, now)
+    return not tree.has_children(txn, dir_ino)
+
+
+def _removable_file(txn: KVTxn, parent: int, name: bytes, ino: int, rec: InodeRecord) -> bool:
+    return rec.ufs and tree.is_primary(rec, parent, name) and tree.open_count(txn, ino) == 0
+
+
+def _add(
+    txn: KVTxn, dir_ino: int, name: bytes, info: ObjectInfo | None, now: int, s: TreeSettings
+) -> int:
+    ino = tree.alloc_inodes(txn, 1)
+    tree.save(txn, ino, new_record(info, dir_ino, name, now, s))
+    tree.add_name(txn, dir_ino, name, ino)
+    return 1 if info is None else 0
+
+
+def _reconcile(
+    txn: KVTxn,
+    dir_ino: int,
+    name: bytes,
+    ino: int,
+    listed: bool,
+    info: ObjectInfo | None,
+    now: int,
+    s: TreeSettings,
+) -> int:
+    """Bring one existing entry in line with the listing; returns the subdirectory delta."""
+    rec = tree.load(txn, ino)
+    is_dir = stat.S_ISDIR(rec.mode)
+    if not rec.ufs or (not is_dir and not tree.is_primary(rec, dir_ino, name)):
+        return 0  # tree-only: the listing has no say
+    if is_dir:
+        if listed and info is None:
+            return 0
+        if not prune(txn, ino, now):
+            return 0
+        tree.remove_dir_entry(txn, dir_ino, name, ino, adjust_parent=False)
+        return -1 + (_add(txn, dir_ino, name, info, now, s) if listed else 0)
+    if listed and info is not None:
+        if info.etag != rec.etag or info.size != rec.size:
+            tree.save(
+                txn,
+                ino,
+                replace(rec, size=info.size, mtime_ns=info.mtime_ns, etag=info.etag, ctime_ns=now),
+            )
+        return 0
+    if tree.open_count(txn, ino) > 0:
+        return 0
+    tree.drop_name(txn, dir_ino, name, ino, rec, now)
+    return _add(txn, dir_ino, name, info, now, s) if listed else 0
+
+
+def merge_listing(
+    txn: KVTxn, dir_ino: int, listing: Listing, now: int, settings: TreeSettings
+) -> None:
+    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``."""
+    tree.load_dir(txn, dir_ino)
+    existing = dict(tree.children(txn, dir_ino))
+    delta = 0
+    changed = False
+    new_names = sorted(name for name in listing if name not in existing)
+    if new_names:
+        changed = True
+        ino = tree.alloc_inodes(txn, len(new_names))
+        for name in new_names:
+            info = listing[name]
+            tree.save(txn, ino, new_record(info, dir_ino, name, now, settings))
+            tree.add_name(txn, dir_ino, name, ino)
+            delta += 1 if info is None else 0
+            ino += 1
+    for name, ino in existing.items():
+        listed = name in listing
+        delta += _reconcile(txn, dir_ino, name, ino, listed, listing.get(name), now, settings)
+        changed = changed or tree.child(txn, dir_ino, name) != ino
+    rec = tree.load(txn, dir_ino)
+    rec = replace(rec, loaded_at_ns=now, nlink=max(2, rec.nlink + delta))
+    if changed:
+        rec = replace(rec, mtime_ns=now, ctime_ns=now)
+    tree.save(txn, dir_ino, rec)

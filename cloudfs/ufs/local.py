@@ -1,0 +1,310 @@
+"""``LocalObjectStore``: a local directory (``file:///dir``) as an ObjectStore.
+
+Used for tests, for single-node setups, and as the reference the S3 store is
+compared against in the conformance suite. Keys map 1:1 to paths under the root;
+directories are real directories. Writes go to a temporary file in the target
+directory, are fsynced, then ``os.replace``d over the key, so readers see the old
+or the new object, never a mix. The ETag is derived from (mtime_ns, size, inode):
+any rewrite through this store changes it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import BinaryIO
+
+from cloudfs.errors import (
+    AlreadyExists,
+    CrossDevice,
+    FsError,
+    InvalidArgument,
+    IsADirectory,
+    NameTooLong,
+    NoSpace,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+    ReadOnly,
+    RemoteIOError,
+    UfsAccessDenied,
+)
+from cloudfs.types import ListPage, ObjectInfo
+
+TMP_PREFIX = ".cloudfs-tmp-"  # in-flight uploads; never listed
+
+_ERRNO_TYPES: dict[int, type[FsError]] = {
+    errno.ENOENT: NotFound,
+    errno.EACCES: UfsAccessDenied,
+    errno.EPERM: UfsAccessDenied,
+    errno.ENOSPC: NoSpace,
+    errno.EDQUOT: NoSpace,
+    errno.ENOTEMPTY: NotEmpty,
+    errno.EEXIST: AlreadyExists,
+    errno.ENOTDIR: NotADirectory,
+    errno.EISDIR: IsADirectory,
+    errno.ENAMETOOLONG: NameTooLong,
+    errno.EROFS: ReadOnly,
+    errno.EXDEV: CrossDevice,
+}
+
+
+def translate_os_error(err: OSError, key: str) -> FsError:
+    """The ``cloudfs.errors`` type for an ``OSError`` on ``key``; unknown errnos keep theirs."""
+    code = err.errno or errno.EIO
+    message = f"'{key}': {err.strerror or os.strerror(code)}"
+    cls = _ERRNO_TYPES.get(code)
+    result = cls(message) if cls is not None else RemoteIOError(message, errno=code)
+    result.__cause__ = err
+    return result
+
+
+@contextmanager
+def _os_errors(key: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as err:
+        raise translate_os_error(err, key) from err
+
+
+def _etag(st: os.stat_result) -> str:
+    """(mtime_ns, size, inode): every write through this store makes a new inode, so
+    a same-size rewrite within one coarse kernel timestamp tick still changes it."""
+    return f"{st.st_mtime_ns:x}-{st.st_size:x}-{st.st_ino:x}"
+
+
+def _info(key: str, st: os.stat_result) -> ObjectInfo:
+    return ObjectInfo(key=key, size=st.st_size, mtime_ns=st.st_mtime_ns, etag=_etag(st))
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a rename/create in ``path`` durable; best effort on filesystems without it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class LocalObjectStore:
+    """Objects as files under ``root``; the conformance reference for other stores."""
+
+    def __init__(self, root: str) -> None:
+        if not os.path.isabs(root):
+            raise InvalidArgument(f"local store root must be absolute: '{root}'")
+        self._root = os.path.normpath(root)
+
+    @property
+    def uri(self) -> str:
+        return f"file://{self._root}"
+
+    @property
+    def root(self) -> str:
+        return self._root
+
+    def _path(self, key: str) -> str:
+        """The path of ``key``; refuses keys that would escape the root."""
+        if not key:
+            return self._root
+        parts = key.split("/")
+        if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise InvalidArgument(f"'{key}': not a valid key")
+        if "\0" in key:
+            raise InvalidArgument(f"'{key}': NUL in key")
+        return os.path.join(self._root, *parts)
+
+    @staticmethod
+    def _join(directory: str, name: str) -> str:
+        return f"{directory}/{name}" if directory else name
+
+    # -- ObjectStore ---------------------------------------------------------
+
+    def check(self) -> None:
+        try:
+            st = os.stat(self._root)
+        except FileNotFoundError as err:
+            raise NotFound(f"directory '{self._root}' does not exist") from err
+        except OSError as err:
+            raise translate_os_error(err, self._root) from err
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectory(f"'{self._root}' is not a directory")
+        if not os.access(self._root, os.R_OK | os.X_OK):
+            raise UfsAccessDenied(f"directory '{self._root}' is not readable")
+
+    def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
+        """Entries sorted by name (code point order = S3's UTF-8 byte order).
+
+        ``token`` is the last name of the previous page. Symlinks and special
+        files are skipped: only the tree can represent them.
+        """
+        path = self._path(prefix)
+        limit = max(1, limit)
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(
+                    (e for e in it if token is None or e.name > token), key=lambda e: e.name
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            return ListPage(objects=[], prefixes=[], next_token=None)
+        except OSError as err:
+            raise translate_os_error(err, prefix) from err
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        last: str | None = None
+        count = 0
+        for entry in entries:
+            if count == limit:
+                return ListPage(objects=objects, prefixes=prefixes, next_token=last)
+            last = entry.name
+            if entry.name.startswith(TMP_PREFIX):
+                continue
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    prefixes.append(self._join(prefix, entry.name))
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    objects.append(_info(self._join(prefix, entry.name), st))
+                else:
+                    continue
+            except FileNotFoundError:
+                continue  # removed while we listed
+            count += 1
+        return ListPage(objects=objects, prefixes=prefixes, next_token=None)
+
+    def head(self, key: str) -> ObjectInfo:
+        with _os_errors(key):
+            st = os.stat(self._path(key))
+        if not stat.S_ISREG(st.st_mode):
+            raise NotFound(f"'{key}': not an object")  # S3 answers 404 for a prefix too
+        return _info(key, st)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
+        with _os_errors(key):
+            fd = os.open(self._path(key), os.O_RDONLY)
+            try:
+                chunks: list[bytes] = []
+                done = 0
+                while done < length:
+                    chunk = os.pread(fd, length - done, offset + done)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    done += len(chunk)
+            finally:
+                os.close(fd)
+        return b"".join(chunks)
+
+    def get_stream(self, key: str, offset: int) -> BinaryIO:
+        if offset < 0:
+            raise InvalidArgument(f"'{key}': negative offset {offset}")
+        with _os_errors(key):
+            f = open(self._path(key), "rb")  # noqa: SIM115 - the caller closes it
+            try:
+                f.seek(offset)
+            except BaseException:
+                f.close()
+                raise
+        return f
+
+    def _write_atomic(self, key: str, fill: BinaryIO | bytes) -> ObjectInfo:
+        """Write a temp file next to ``key``, fsync it, and rename it over ``key``."""
+        if not key:
+            raise InvalidArgument("cannot write the store root")
+        path = self._path(key)
+        parent = os.path.dirname(path)
+        with _os_errors(key):
+            os.makedirs(parent, exist_ok=True)
+            # Not mkstemp: its 0600 mode would stick to the object; this honours umask.
+            tmp = os.path.join(parent, TMP_PREFIX + secrets.token_hex(8))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    if isinstance(fill, bytes):
+                        out.write(fill)
+                    else:
+                        shutil.copyfileobj(fill, out, 1 << 20)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            _fsync_dir(parent)
+            return _info(key, os.stat(path))
+
+    def put_file(self, key: str, path: str) -> ObjectInfo:
+        try:
+            src = open(path, "rb")  # noqa: SIM115 - closed below, before errors are mapped
+        except OSError as err:
+            raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
+        with src:
+            return self._write_atomic(key, src)
+
+    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
+        return self._write_atomic(key, bytes(data))
+
+    def delete(self, key: str) -> None:
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise translate_os_error(err, key) from err
+
+    def make_dir(self, key: str) -> None:
+        path = self._path(key)
+        with _os_errors(key):
+            os.makedirs(path, exist_ok=True)
+
+    def remove_dir(self, key: str) -> None:
+        if not key:
+            raise InvalidArgument("cannot remove the store root")
+        try:
+            os.rmdir(self._path(key))
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise translate_os_error(err, key) from err
+
+    def rename(self, src: str, dst: str) -> ObjectInfo:
+        src_path, dst_path = self._path(src), self._path(dst)
+        with _os_errors(src):
+            if not stat.S_ISREG(os.stat(src_path).st_mode):
+                raise NotFound(f"'{src}': not an object")
+            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            os.replace(src_path, dst_path)
+            _fsync_dir(os.path.dirname(dst_path))
+        return self.head(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """``os.rename``: atomic; ``dst`` must be missing or an empty directory."""
+        if not src or not dst:
+            raise InvalidArgument("cannot rename the store root")
+        if src == dst or dst.startswith(src + "/"):
+            raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+        src_path, dst_path = self._path(src), self._path(dst)
+        with _os_errors(src):
+            if not stat.S_ISDIR(os.stat(src_path).st_mode):
+                raise NotADirectory(f"'{src}': not a directory")
+            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            os.rename(src_path, dst_path)
+
+    def statfs(self) -> tuple[int, int]:
+        with _os_errors(""):
+            st = os.statvfs(self._root)
+        return (st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)

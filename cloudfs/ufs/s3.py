@@ -1,0 +1,397 @@
+"""``S3ObjectStore``: the ObjectStore protocol over any S3-compatible endpoint (boto3).
+
+Design notes:
+
+- One botocore client per store, shared by every thread the mount uses (boto3
+  clients are thread-safe; sessions are not, so the session is private too and
+  never the process-global default). Its connection pool (64) is larger than the
+  mount's thread limiter so threads never queue on sockets.
+- No call may hang: every request has connect/read timeouts and a bounded number
+  of attempts (``S3Config.max_attempts`` counts the first try), with botocore's
+  "standard" retry mode (jittered back-off, retries throttling/5xx/timeouts).
+- Every botocore failure goes through ``s3_errors.translate``; callers only ever
+  see ``cloudfs.errors``.
+- Checksums are only sent/validated when S3 requires them: the default since
+  botocore 1.36 (CRC trailers on every PUT) breaks many S3-compatible servers.
+"""
+
+from __future__ import annotations
+
+import calendar
+import io
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+import boto3.session
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from cloudfs.config import S3Config
+from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError, UfsAccessDenied
+from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.s3_errors import error_code, http_status, translate, translating
+
+if TYPE_CHECKING:
+    from botocore.response import StreamingBody
+    from mypy_boto3_s3 import S3Client
+
+PiB = 1 << 50
+_DELETE_BATCH = 1000  # the DeleteObjects maximum
+_RENAME_WORKERS = 16
+
+
+def _mtime_ns(value: datetime) -> int:
+    return calendar.timegm(value.utctimetuple()) * 1_000_000_000 + value.microsecond * 1000
+
+
+def _etag(raw: str) -> str:
+    return raw.strip('"')
+
+
+def _is_range_error(err: ClientError) -> bool:
+    return error_code(err) == "InvalidRange" or http_status(err) == 416
+
+
+class S3ReadStream(io.RawIOBase):
+    """A GetObject body as a file object whose read errors are ``cloudfs.errors``.
+
+    A read timeout in the middle of a body is not retried by botocore; the
+    reader sees ``RemoteIOError`` and may reopen from its current offset.
+    """
+
+    def __init__(self, body: StreamingBody, key: str, skip: int = 0) -> None:
+        super().__init__()
+        self._body = body
+        self._key = key
+        # Servers that ignore Range answer 200 with the whole object: drop the head.
+        while skip > 0:
+            chunk = self.read(min(skip, 1 << 20))
+            if not chunk:
+                break
+            skip -= len(chunk)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        with translating(self._key):
+            return self._body.read(None if size is None or size < 0 else size)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any, /) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._body.close()
+        super().close()
+
+
+class S3ObjectStore:
+    """Keys of one bucket under an optional prefix, as an ObjectStore.
+
+    Key ``train/0001.jpg`` of a store opened on ``s3://bkt/data`` is the object
+    ``data/train/0001.jpg``. Directories are common prefixes or zero-byte
+    ``dir/`` marker objects.
+    """
+
+    def __init__(self, bucket: str, prefix: str, config: S3Config) -> None:
+        self._bucket = bucket
+        self._prefix = prefix.strip("/")
+        self._config = config
+        botocore_config = Config(
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            retries={"total_max_attempts": max(1, config.max_attempts), "mode": "standard"},
+            max_pool_connections=64,
+            s3={"addressing_style": "path"} if config.endpoint_url else None,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        session = boto3.session.Session()
+        self._client: S3Client = session.client(
+            "s3",
+            endpoint_url=config.endpoint_url,
+            region_name=config.region,
+            config=botocore_config,
+        )
+        self._transfer = TransferConfig(
+            multipart_threshold=config.multipart_threshold,
+            multipart_chunksize=config.multipart_chunksize,
+            max_concurrency=8,
+            use_threads=True,
+            preferred_transfer_client="classic",
+        )
+
+    # -- key mapping ---------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self._bucket}/{self._prefix}" if self._prefix else f"s3://{self._bucket}"
+
+    @property
+    def endpoint_url(self) -> str:
+        """The endpoint boto3 resolved (config, AWS_ENDPOINT_URL*, config files, AWS)."""
+        return str(self._client.meta.endpoint_url)
+
+    def _full(self, key: str) -> str:
+        if key.startswith("/") or key.endswith("/"):
+            raise InvalidArgument(f"'{key}': keys have no leading or trailing '/'")
+        if not self._prefix:
+            return key
+        return f"{self._prefix}/{key}" if key else self._prefix
+
+    def _dir_prefix(self, key: str) -> str:
+        full = self._full(key)
+        return f"{full}/" if full else ""
+
+    @staticmethod
+    def _join(directory: str, name: str) -> str:
+        return f"{directory}/{name}" if directory else name
+
+    # -- ObjectStore ---------------------------------------------------------
+
+    def check(self) -> None:
+        """HeadBucket, with one-line messages meant for the CLI."""
+        where = self.endpoint_url
+        try:
+            self._client.head_bucket(Bucket=self._bucket)
+        except ClientError as err:
+            if error_code(err) in ("404", "NoSuchBucket", "NotFound") or http_status(err) == 404:
+                raise NotFound(f"bucket '{self._bucket}' does not exist") from err
+            if http_status(err) == 403 or error_code(err) in ("403", "AccessDenied"):
+                raise UfsAccessDenied(
+                    f"access to bucket '{self._bucket}' denied: check credentials"
+                ) from err
+            raise translate(err, "") from err
+        except (EndpointConnectionError, ConnectTimeoutError) as err:
+            raise RemoteIOError(f"cannot reach S3 endpoint URL: {where}") from err
+        except ReadTimeoutError as err:
+            raise RemoteIOError(
+                f"S3 endpoint {where} did not answer within {self._config.read_timeout:g}s"
+            ) from err
+        except NoCredentialsError as err:
+            raise UfsAccessDenied(
+                "no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile"
+            ) from err
+        except BotoCoreError as err:
+            raise translate(err, "") from err
+
+    def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
+        listed = self._dir_prefix(prefix)
+        params: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Prefix": listed,
+            "Delimiter": "/",
+            "MaxKeys": max(1, min(limit, 1000)),
+        }
+        if token:
+            params["ContinuationToken"] = token
+        with translating(prefix):
+            resp = self._client.list_objects_v2(**params)
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        seen: set[str] = set()
+
+        def add_prefix(name: str) -> None:
+            name = name.rstrip("/")
+            if name and "/" not in name and name not in seen:
+                seen.add(name)
+                prefixes.append(self._join(prefix, name))
+
+        for obj in resp.get("Contents", []):
+            name = obj["Key"][len(listed) :]
+            if not name:
+                continue  # the marker of the listed directory itself
+            if name.endswith("/"):
+                add_prefix(name)  # a "sub/" marker (only without a delimiter match)
+                continue
+            objects.append(
+                ObjectInfo(
+                    key=self._join(prefix, name),
+                    size=int(obj["Size"]),
+                    mtime_ns=_mtime_ns(obj["LastModified"]),
+                    etag=_etag(obj.get("ETag", "")),
+                )
+            )
+        for common in resp.get("CommonPrefixes", []):
+            add_prefix(common.get("Prefix", "")[len(listed) :])
+        next_token = resp.get("NextContinuationToken") if resp.get("IsTruncated") else None
+        return ListPage(objects=objects, prefixes=prefixes, next_token=next_token or None)
+
+    def head(self, key: str) -> ObjectInfo:
+        with translating(key):
+            resp = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
+        return ObjectInfo(
+            key=key,
+            size=int(resp["ContentLength"]),
+            mtime_ns=_mtime_ns(resp["LastModified"]),
+            etag=_etag(resp.get("ETag", "")),
+        )
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
+        full = self._full(key)
+        if length == 0:
+            return b""
+        try:
+            resp = self._client.get_object(
+                Bucket=self._bucket, Key=full, Range=f"bytes={offset}-{offset + length - 1}"
+            )
+        except ClientError as err:
+            if _is_range_error(err):
+                return b""  # offset at or past the end (or an empty object)
+            raise translate(err, key) from err
+        except (BotoCoreError, Boto3Error) as err:
+            raise translate(err, key) from err
+        with closing(S3ReadStream(resp["Body"], key)) as body:
+            data = body.read()
+        if "ContentRange" not in resp and offset > 0:
+            data = data[offset : offset + length]  # the server ignored Range
+        return data[:length]
+
+    def get_stream(self, key: str, offset: int) -> BinaryIO:
+        if offset < 0:
+            raise InvalidArgument(f"'{key}': negative offset {offset}")
+        params: dict[str, Any] = {"Bucket": self._bucket, "Key": self._full(key)}
+        if offset > 0:
+            params["Range"] = f"bytes={offset}-"
+        try:
+            resp = self._client.get_object(**params)
+        except ClientError as err:
+            if _is_range_error(err):
+                return io.BytesIO(b"")
+            raise translate(err, key) from err
+        except (BotoCoreError, Boto3Error) as err:
+            raise translate(err, key) from err
+        skip = offset if offset > 0 and "ContentRange" not in resp else 0
+        return cast(BinaryIO, S3ReadStream(resp["Body"], key, skip=skip))
+
+    def put_file(self, key: str, path: str) -> ObjectInfo:
+        """Managed upload (multipart above the threshold), then HEAD for the ETag.
+
+        A concurrent writer of the same key may win between the two calls; the
+        returned info then describes its object, which is what readers see.
+        """
+        full = self._full(key)
+        try:
+            with translating(key):
+                self._client.upload_file(path, self._bucket, full, Config=self._transfer)
+        except OSError as err:
+            raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
+        return self.head(key)
+
+    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
+        with translating(key):
+            self._client.put_object(Bucket=self._bucket, Key=self._full(key), Body=data)
+        return self.head(key)
+
+    def delete(self, key: str) -> None:
+        with translating(key):
+            self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
+
+    def make_dir(self, key: str) -> None:
+        if not key and not self._prefix:
+            return  # the bucket root always exists
+        with translating(key):
+            self._client.put_object(Bucket=self._bucket, Key=self._dir_prefix(key), Body=b"")
+
+    def remove_dir(self, key: str) -> None:
+        """Delete the ``key/`` marker.
+
+        Emptiness is the tree's job: S3 cannot check it atomically with the delete.
+        """
+        if not key:
+            raise InvalidArgument("cannot remove the store root")
+        with translating(key):
+            self._client.delete_object(Bucket=self._bucket, Key=self._dir_prefix(key))
+
+    def rename(self, src: str, dst: str) -> ObjectInfo:
+        """Managed copy (multipart copy above the threshold, so > 5 GiB works), then delete."""
+        if src == dst:
+            return self.head(src)
+        source = {"Bucket": self._bucket, "Key": self._full(src)}
+        with translating(src):
+            self._client.copy(source, self._bucket, self._full(dst), Config=self._transfer)  # type: ignore[arg-type]
+        with translating(src):
+            self._client.delete_object(Bucket=self._bucket, Key=self._full(src))
+        return self.head(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Copy every object under ``src/`` to ``dst/``, then delete the originals.
+
+        Not atomic: a failure part-way leaves both copies of some objects, and the
+        sources untouched. Running the same rename again finishes the job.
+        """
+        if not src or not dst:
+            raise InvalidArgument("cannot rename the store root")
+        if src == dst or dst.startswith(src + "/"):
+            raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+        src_prefix, dst_prefix = self._dir_prefix(src), self._dir_prefix(dst)
+        listed = list(self._walk(src_prefix, src))
+        if not listed:
+            raise NotFound(f"'{src}': no such directory")
+
+        def copy_one(item: tuple[str, int]) -> None:
+            key, size = item
+            target = dst_prefix + key[len(src_prefix) :]
+            source = {"Bucket": self._bucket, "Key": key}
+            with translating(src):
+                if size < min(self._config.multipart_threshold, 5 << 30):
+                    self._client.copy_object(
+                        Bucket=self._bucket,
+                        Key=target,
+                        CopySource=source,  # type: ignore[arg-type]
+                    )
+                else:
+                    self._client.copy(source, self._bucket, target, Config=self._transfer)  # type: ignore[arg-type]
+
+        with ThreadPoolExecutor(max_workers=_RENAME_WORKERS) as pool:
+            for _ in pool.map(copy_one, listed):
+                pass
+        self._delete_many([key for key, _ in listed], src)
+
+    def _walk(self, full_prefix: str, key: str) -> Iterator[tuple[str, int]]:
+        """(full key, size) of every object under ``full_prefix``, no delimiter."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        with translating(key):
+            for page in paginator.paginate(Bucket=self._bucket, Prefix=full_prefix):
+                for obj in page.get("Contents", []):
+                    yield obj["Key"], int(obj["Size"])
+
+    def _delete_many(self, keys: list[str], key: str) -> None:
+        for start in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[start : start + _DELETE_BATCH]
+            with translating(key):
+                resp = self._client.delete_objects(
+                    Bucket=self._bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            errors = resp.get("Errors", [])
+            if errors:
+                first = errors[0]
+                raise RemoteIOError(
+                    f"'{key}': {len(errors)} deletes failed, first "
+                    f"{first.get('Key')}: {first.get('Code')} {first.get('Message')}"
+                )
+
+    def statfs(self) -> tuple[int, int]:
+        return (PiB, PiB)

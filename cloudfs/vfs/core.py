@@ -1,0 +1,223 @@
+"""The POSIX core: every filesystem operation, over the Meta protocol and the data layer.
+
+The FUSE adapter forwards each kernel request here and maps the ``FsError`` it
+may raise to an errno; nothing here knows about pyfuse3. Tree calls are
+blocking and go through a worker thread (``_meta``) with a limiter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, TypeVar
+
+import trio
+
+from cloudfs.data.reader import ObjectReader
+from cloudfs.errors import InvalidArgument, IsADirectory, NotADirectory, NotFound, ReadOnly
+from cloudfs.meta.interface import RENAME_EXCHANGE, Meta
+from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, HandleId, InodeId
+from cloudfs.ufs.interface import ObjectStore
+from cloudfs.vfs.files import FileIO
+from cloudfs.vfs.handles import DirHandle, HandleTable
+from cloudfs.vfs.permissions import inherited_gid_and_mode, may_access
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+READDIR_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: from the FUSE request context."""
+
+    uid: int
+    gid: int
+    pid: int = 0
+    umask: int = 0o022
+
+
+class Vfs:
+    def __init__(
+        self,
+        meta: Meta,
+        store: ObjectStore,
+        reader: ObjectReader,
+        staging_dir: str,
+        *,
+        read_only: bool = False,
+        meta_threads: int = 8,
+        ufs_threads: int = 16,
+        supplementary_groups: Callable[[int], set[int]] | None = None,
+    ) -> None:
+        self.meta = meta
+        self.read_only = read_only
+        self._meta_limiter = trio.CapacityLimiter(meta_threads)
+        self._groups = supplementary_groups or (lambda pid: set())
+        self._dirs: HandleTable[DirHandle] = HandleTable()
+        self.files = FileIO(
+            meta,
+            store,
+            reader,
+            staging_dir,
+            self._meta,
+            trio.CapacityLimiter(ufs_threads),
+            read_only,
+        )
+
+    async def _meta(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(partial(fn, *args), limiter=self._meta_limiter)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnly()
+
+    # -- attributes ----------------------------------------------------------
+
+    async def lookup(self, parent: InodeId, name: bytes) -> Attr:
+        return self.files.overlay(await self._meta(self.meta.lookup, parent, name))
+
+    async def getattr(self, inode: InodeId) -> Attr:
+        return self.files.overlay(await self._meta(self.meta.getattr, inode))
+
+    async def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
+        self._check_writable()
+        attr = await self._meta(self.meta.getattr, inode)
+        if changes.size is not None:
+            if attr.is_dir:
+                raise IsADirectory()
+            if not attr.is_reg:
+                raise InvalidArgument("truncate of a special file")
+            await self.files.truncate(attr, changes.size)
+        if changes.mtime_ns is not None:
+            self.files.set_pending_mtime(inode, changes.mtime_ns)
+        rest = replace(changes, size=None)
+        if rest != AttrChanges() or changes.size is not None:
+            attr = await self._meta(self.meta.setattr, inode, rest)
+        return self.files.overlay(attr)
+
+    async def access(self, inode: InodeId, mask: int, caller: Caller) -> bool:
+        attr = await self._meta(self.meta.getattr, inode)
+        if mask & os.W_OK and self.read_only:
+            return False
+        gids = {caller.gid} | self._groups(caller.pid)
+        return may_access(attr, caller.uid, gids, mask)
+
+    async def statfs(self) -> FsStats:
+        return await self._meta(self.meta.statfs)
+
+    # -- directories ---------------------------------------------------------
+
+    async def opendir(self, inode: InodeId) -> HandleId:
+        attr = await self._meta(self.meta.getattr, inode)
+        if not attr.is_dir:
+            raise NotADirectory()
+        return self._dirs.add(DirHandle(inode))
+
+    async def readdir(self, fh: int, index: int) -> tuple[list[DirEntry], int]:
+        """Entries from position ``index`` on (at least one page if any remain).
+
+        Returns them with the position of the first one. Positions are stable
+        for the life of the handle, as the kernel's readdir offsets must be.
+        """
+        handle = self._dirs.get(fh)
+        while index >= len(handle.entries) and not handle.complete:
+            after = handle.entries[-1].name if handle.entries else None
+            page = await self._meta(self.meta.readdir, handle.inode, after, READDIR_PAGE)
+            handle.entries.extend(page)
+            handle.complete = len(page) < READDIR_PAGE
+        entries = [replace(e, attr=self.files.overlay(e.attr)) for e in handle.entries[index:]]
+        return entries, index
+
+    def releasedir(self, fh: int) -> None:
+        self._dirs.pop(fh)
+
+    async def mkdir(self, parent: InodeId, name: bytes, mode: int, caller: Caller) -> Attr:
+        self._check_writable()
+        pattr = await self._meta(self.meta.getattr, parent)
+        gid, mode = inherited_gid_and_mode(pattr, caller.gid, stat.S_IFDIR | (mode & 0o7777))
+        return await self._meta(self.meta.mkdir, parent, name, mode, caller.uid, gid)
+
+    async def rmdir(self, parent: InodeId, name: bytes) -> None:
+        self._check_writable()
+        await self._meta(self.meta.rmdir, parent, name)
+
+    # -- names -----------------------------------------------------------------
+
+    async def mknod(
+        self, parent: InodeId, name: bytes, mode: int, rdev: int, caller: Caller
+    ) -> Attr:
+        self._check_writable()
+        pattr = await self._meta(self.meta.getattr, parent)
+        gid, mode = inherited_gid_and_mode(pattr, caller.gid, mode)
+        return await self._meta(self.meta.create, parent, name, mode, caller.uid, gid, rdev)
+
+    async def create(
+        self, parent: InodeId, name: bytes, mode: int, flags: int, caller: Caller
+    ) -> tuple[HandleId, Attr]:
+        attr = await self.mknod(parent, name, stat.S_IFREG | (mode & 0o7777), 0, caller)
+        fh = await self.files.created(attr, flags)
+        return fh, attr
+
+    async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
+        attr = await self._meta(self.meta.getattr, inode)
+        return await self.files.open(attr, flags)
+
+    async def symlink(self, parent: InodeId, name: bytes, target: bytes, caller: Caller) -> Attr:
+        self._check_writable()
+        return await self._meta(self.meta.symlink, parent, name, target, caller.uid, caller.gid)
+
+    async def readlink(self, inode: InodeId) -> bytes:
+        return await self._meta(self.meta.readlink, inode)
+
+    async def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
+        self._check_writable()
+        return self.files.overlay(await self._meta(self.meta.link, inode, new_parent, new_name))
+
+    async def unlink(self, parent: InodeId, name: bytes) -> None:
+        self._check_writable()
+        attr = await self._meta(self.meta.lookup, parent, name)
+        await self.files.before_unlink(attr)
+        after = await self._meta(self.meta.unlink, parent, name)
+        self.files.after_unlink(after)
+
+    async def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int
+    ) -> None:
+        self._check_writable()
+        victim: Attr | None = None
+        if not flags & RENAME_EXCHANGE:
+            try:
+                victim = await self._meta(self.meta.lookup, new_parent, new_name)
+            except NotFound:
+                victim = None
+            if victim is not None and not victim.is_dir:
+                await self.files.before_unlink(victim)
+        await self._meta(self.meta.rename, parent, name, new_parent, new_name, flags)
+        if victim is not None and not victim.is_dir:
+            try:
+                self.files.after_unlink(await self._meta(self.meta.getattr, victim.inode))
+            except NotFound:
+                self.files.after_unlink(replace(victim, nlink=0))
+
+    # -- xattrs ----------------------------------------------------------------
+
+    async def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        return await self._meta(self.meta.getxattr, inode, name)
+
+    async def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int) -> None:
+        self._check_writable()
+        await self._meta(self.meta.setxattr, inode, name, value, flags)
+
+    async def listxattr(self, inode: InodeId) -> list[bytes]:
+        return await self._meta(self.meta.listxattr, inode)
+
+    async def removexattr(self, inode: InodeId, name: bytes) -> None:
+        self._check_writable()
+        await self._meta(self.meta.removexattr, inode, name)

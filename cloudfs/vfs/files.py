@@ -1,0 +1,263 @@
+"""File contents through the mount: open, read, write, truncate, flush, release.
+
+Reads of a clean file go to the block cache (``ObjectReader``) under the
+object's identity captured at open. The first write (or truncate) gives the
+inode a staged copy on local disk, copy-on-write over the UFS object; flush,
+fsync and release upload the whole staged copy (write-through) and record the
+new ETag in the tree. Close-to-open: an open after a close sees the new bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, ParamSpec, TypeVar
+
+import trio
+
+from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.reader import ObjectReader, ReadCursor
+from cloudfs.data.staging import StagedFile
+from cloudfs.errors import FsError, IsADirectory, NotFound, ReadOnly
+from cloudfs.meta.interface import Meta
+from cloudfs.types import Attr, HandleId, InodeId
+from cloudfs.ufs.interface import ObjectStore
+from cloudfs.vfs.handles import FileHandle, HandleTable, OpenInode
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_SEEN_VERSIONS_MAX = 100_000
+
+
+class FileIO:
+    def __init__(
+        self,
+        meta: Meta,
+        store: ObjectStore,
+        reader: ObjectReader,
+        staging_dir: str,
+        meta_call: Callable[..., Awaitable[Any]],
+        ufs_limiter: trio.CapacityLimiter,
+        read_only: bool,
+    ) -> None:
+        self._meta = meta
+        self._store = store
+        self._reader = reader
+        self._staging_dir = staging_dir
+        self._meta_call = meta_call
+        self._ufs_limiter = ufs_limiter
+        self._disk_limiter = trio.CapacityLimiter(8)
+        self._read_only = read_only
+        self._handles: HandleTable[FileHandle] = HandleTable()
+        self._open: dict[InodeId, OpenInode] = {}
+        # inode -> (etag, size, mtime) at its last open: unchanged means the
+        # kernel may keep its page cache for the file across opens.
+        self._seen: OrderedDict[InodeId, tuple[str, int, int]] = OrderedDict()
+
+    async def _m(self, fn: Callable[P, T], *args: Any) -> T:
+        result: T = await self._meta_call(fn, *args)
+        return result
+
+    # -- attributes --------------------------------------------------------
+
+    def overlay(self, attr: Attr) -> Attr:
+        """The attributes with the pending size and mtime of a staged copy."""
+        oi = self._open.get(attr.inode)
+        if oi is None or oi.staged is None or not oi.staged.dirty:
+            return attr
+        mtime = oi.mtime_ns or attr.mtime_ns
+        return replace(
+            attr, size=oi.staged.size, mtime_ns=mtime, ctime_ns=max(mtime, attr.ctime_ns)
+        )
+
+    def is_open(self, inode: InodeId) -> bool:
+        return inode in self._open
+
+    # -- open / release ----------------------------------------------------
+
+    async def open(self, attr: Attr, flags: int) -> tuple[HandleId, bool]:
+        """Open a regular file; returns the handle and whether the kernel may keep its cache."""
+        if attr.is_dir:
+            raise IsADirectory()
+        writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+        if self._read_only and (writable or flags & os.O_TRUNC):
+            raise ReadOnly()
+        attr = await self._m(self._meta.open, attr.inode)
+        oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
+        oi.handles += 1
+        try:
+            ref = await self._ref(attr)
+            if writable and flags & os.O_TRUNC:
+                staged = await self._staged(oi, ref, new=False)
+                if staged.size:
+                    await staged.truncate(0)
+                    oi.mtime_ns = time.time_ns()
+        except BaseException:
+            await self._drop_handle(oi)
+            raise
+        fh = self._handles.add(FileHandle(attr.inode, flags, ref, ReadCursor()))
+        version = (attr.etag, attr.size, attr.mtime_ns)
+        keep_cache = oi.staged is None and self._seen.get(attr.inode) == version
+        self._remember(attr.inode, version)
+        return fh, keep_cache
+
+    async def created(self, attr: Attr, flags: int) -> HandleId:
+        """A handle on a file ``create`` just made: empty, staged, due for upload."""
+        attr = await self._m(self._meta.open, attr.inode)
+        oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
+        oi.handles += 1
+        ref = ObjectRef(key="", etag="", size=0)
+        try:
+            await self._staged(oi, None, new=True)
+        except BaseException:
+            await self._drop_handle(oi)
+            raise
+        oi.mtime_ns = attr.mtime_ns
+        return self._handles.add(FileHandle(attr.inode, flags, ref, ReadCursor()))
+
+    async def release(self, fh: int) -> None:
+        handle = self._handles.pop(fh)
+        oi = self._open[handle.inode]
+        try:
+            await self._upload_if_dirty(oi)
+        finally:
+            await self._drop_handle(oi)
+
+    async def _drop_handle(self, oi: OpenInode) -> None:
+        oi.handles -= 1
+        if oi.handles == 0:
+            del self._open[oi.inode]
+            if oi.staged is not None:
+                await oi.staged.close()
+        await self._m(self._meta.release, oi.inode)
+
+    # -- read / write ------------------------------------------------------
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        handle = self._handles.get(fh)
+        oi = self._open[handle.inode]
+        if oi.staged is not None:
+            return await oi.staged.pread(offset, size)
+        if not handle.ref.etag:
+            return b""
+        return await self._reader.read(handle.ref, offset, size, handle.cursor)
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        handle = self._handles.get(fh)
+        if self._read_only:
+            raise ReadOnly()
+        oi = self._open[handle.inode]
+        staged = await self._staged(oi, handle.ref, new=False)
+        if handle.append:
+            offset = staged.size
+        written = await staged.pwrite(offset, data)
+        oi.mtime_ns = time.time_ns()
+        return written
+
+    async def flush(self, fh: int) -> None:
+        """close(2) of one descriptor: upload pending bytes so errors reach close."""
+        handle = self._handles.get(fh)
+        await self._upload_if_dirty(self._open[handle.inode])
+
+    async def fsync(self, fh: int) -> None:
+        await self.flush(fh)
+
+    # -- truncate and times through setattr --------------------------------
+
+    async def truncate(self, attr: Attr, size: int) -> None:
+        """Change a file's size, with or without an open handle."""
+        if self._read_only:
+            raise ReadOnly()
+        oi = self._open.get(attr.inode)
+        if oi is not None:
+            staged = await self._staged(oi, await self._ref(attr), new=False)
+            await staged.truncate(size)
+            oi.mtime_ns = time.time_ns()
+            return
+        # No handle: stage, truncate and upload right away.
+        oi = OpenInode(attr.inode, handles=1)
+        self._open[attr.inode] = oi
+        await self._m(self._meta.open, attr.inode)
+        try:
+            staged = await self._staged(oi, await self._ref(attr), new=False)
+            await staged.truncate(size)
+            oi.mtime_ns = time.time_ns()
+            await self._upload_if_dirty(oi)
+        finally:
+            await self._drop_handle(oi)
+
+    def set_pending_mtime(self, inode: InodeId, mtime_ns: int) -> None:
+        """utimens on a file with pending writes: keep the time through the upload."""
+        oi = self._open.get(inode)
+        if oi is not None and oi.staged is not None and oi.staged.dirty:
+            oi.mtime_ns = mtime_ns
+
+    async def before_unlink(self, attr: Attr) -> None:
+        """Keep an open file readable after its last name (and object) goes away."""
+        oi = self._open.get(attr.inode)
+        if oi is None or not attr.is_reg:
+            return
+        if attr.nlink <= 1:
+            staged = await self._staged(oi, await self._ref(attr), new=False)
+            await staged.materialize()
+
+    def after_unlink(self, attr: Attr) -> None:
+        oi = self._open.get(attr.inode)
+        if oi is not None and attr.nlink == 0:
+            oi.unlinked = True
+
+    # -- internals ---------------------------------------------------------
+
+    async def _ref(self, attr: Attr) -> ObjectRef:
+        if not attr.etag:
+            return ObjectRef(key="", etag="", size=attr.size)
+        key = await self._m(self._meta.object_key, attr.inode)
+        return ObjectRef(key=key, etag=attr.etag, size=attr.size)
+
+    async def _staged(self, oi: OpenInode, base: ObjectRef | None, *, new: bool) -> StagedFile:
+        if oi.staged is None:
+            if base is not None and not base.etag:
+                # Never uploaded and not staged here: an empty file (or one whose
+                # bytes live in a staged copy already dropped after upload failed).
+                base = None
+            oi.staged = await StagedFile.open(
+                self._staging_dir,
+                f"{oi.inode}-{time.monotonic_ns()}",
+                base,
+                self._reader,
+                self._disk_limiter,
+                new=new,
+            )
+        return oi.staged
+
+    async def _upload_if_dirty(self, oi: OpenInode) -> None:
+        staged = oi.staged
+        if staged is None or not staged.dirty or oi.unlinked:
+            return
+        try:
+            key = await self._m(self._meta.object_key, oi.inode)
+        except NotFound:
+            oi.unlinked = True  # the last name went away meanwhile
+            return
+        size = staged.size
+        mtime_ns = oi.mtime_ns or time.time_ns()
+        try:
+            info = await staged.upload(self._store, key)
+        except FsError:
+            log.error("upload of inode %d to %r failed; the data stays staged", oi.inode, key)
+            raise
+        attr = await self._m(self._meta.commit_upload, oi.inode, size, mtime_ns, info.etag)
+        self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
+
+    def _remember(self, inode: InodeId, version: tuple[str, int, int]) -> None:
+        self._seen[inode] = version
+        self._seen.move_to_end(inode)
+        while len(self._seen) > _SEEN_VERSIONS_MAX:
+            self._seen.popitem(last=False)

@@ -1,0 +1,151 @@
+"""DiskBlockCache: checksummed files, warm restart, corruption, capacity, LRU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cloudfs.cache.disk import HEADER_SIZE, DiskBlockCache
+from cloudfs.metrics import Metrics
+
+BLOCK = 100
+FILE = BLOCK + HEADER_SIZE
+
+
+def key(i: int) -> str:
+    return f"{i:064x}"
+
+
+def sample(metrics: Metrics, name: str) -> float:
+    value = metrics.registry.get_sample_value(name, {"tier": "disk"})
+    return 0.0 if value is None else value
+
+
+def test_roundtrip_and_layout(tmp_path: Path) -> None:
+    metrics = Metrics()
+    cache = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    k = "ab" + "0" * 62
+    assert cache.get(k, size_hint=BLOCK) is None
+    cache.put(k, b"z" * BLOCK)
+    path = tmp_path / "ab" / k
+    assert path.exists() and path.stat().st_size == FILE
+    assert cache.path_of(k) == str(path)
+    assert cache.get(k) == b"z" * BLOCK
+    assert cache.contains(k)
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.hit_bytes, stats.miss_bytes) == (1, 1, BLOCK, BLOCK)
+    assert (stats.blocks, stats.bytes) == (1, FILE)
+    assert sample(metrics, "cloudfs_blockcache_blocks") == 1
+    assert not list(tmp_path.glob("*/*.tmp"))
+
+
+def test_warm_restart(tmp_path: Path) -> None:
+    first = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    for i in range(5):
+        first.put(key(i), bytes([i]) * BLOCK)
+    (tmp_path / "00").mkdir(exist_ok=True)
+    (tmp_path / "00" / (key(99) + ".deadbeef.tmp")).write_bytes(b"half")
+    metrics = Metrics()
+    second = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    assert second.stats().blocks == 5 and second.stats().bytes == 5 * FILE
+    assert sample(metrics, "cloudfs_blockcache_bytes") == 5 * FILE
+    for i in range(5):
+        assert second.get(key(i)) == bytes([i]) * BLOCK
+    assert not list(tmp_path.glob("*/*.tmp")), "leftover temp files are removed"
+
+
+def test_restart_with_smaller_capacity_evicts_oldest(tmp_path: Path) -> None:
+    first = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    for i in range(6):
+        first.put(key(i), bytes([i]) * BLOCK)
+        os.utime(first.path_of(key(i)), ns=(i * 10**9, i * 10**9))
+    second = DiskBlockCache(str(tmp_path), 3 * FILE, Metrics())
+    assert [second.contains(key(i)) for i in range(6)] == [False] * 3 + [True] * 3
+    assert not os.path.exists(first.path_of(key(0)))
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "header"])
+def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str) -> None:
+    cache = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    cache.put(key(1), b"q" * BLOCK)
+    path = cache.path_of(key(1))
+    raw = bytearray(Path(path).read_bytes())
+    if damage == "flip":
+        raw[HEADER_SIZE + 50] ^= 0xFF
+    elif damage == "truncate":
+        raw = raw[:-1]
+    elif damage == "empty":
+        raw = bytearray()
+    else:
+        raw[0:4] = b"XXXX"
+    Path(path).write_bytes(bytes(raw))
+    assert cache.get(key(1)) is None
+    assert not os.path.exists(path)
+    assert not cache.contains(key(1))
+    assert cache.stats().blocks == 0 and cache.stats().bytes == 0
+    cache.put(key(1), b"q" * BLOCK)  # a refetch can store it again
+    assert cache.get(key(1)) == b"q" * BLOCK
+
+
+def test_corruption_found_after_restart(tmp_path: Path) -> None:
+    DiskBlockCache(str(tmp_path), 10 * FILE, Metrics()).put(key(2), b"r" * BLOCK)
+    path = tmp_path / key(2)[:2] / key(2)
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1
+    path.write_bytes(bytes(raw))
+    cache = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    assert cache.contains(key(2))
+    assert cache.get(key(2)) is None
+    assert not path.exists()
+
+
+def test_capacity_and_lru_eviction_with_three_times_the_data(tmp_path: Path) -> None:
+    metrics = Metrics()
+    cache = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    for i in range(10):
+        cache.put(key(i), bytes([i]) * BLOCK)
+    assert cache.get(key(0)) is not None  # refresh block 0
+    for i in range(10, 30):
+        cache.put(key(i), bytes([i]) * BLOCK)
+        assert cache.stats().bytes <= 10 * FILE
+        if i == 10:  # the refreshed block 0 outlives 1, the least recently used
+            assert cache.contains(key(0)) and not cache.contains(key(1))
+    files = [p for p in tmp_path.glob("*/*") if p.is_file()]
+    assert len(files) == 10
+    assert sum(p.stat().st_size for p in files) <= 10 * FILE
+    assert cache.stats().evictions == 20
+    assert sample(metrics, "cloudfs_blockcache_evictions_total") == 20
+    held = [i for i in range(30) if cache.contains(key(i))]
+    assert held == list(range(20, 30))
+
+
+def test_lru_refresh_protects_recently_read_block(tmp_path: Path) -> None:
+    cache = DiskBlockCache(str(tmp_path), 3 * FILE, Metrics())
+    for i in range(3):
+        cache.put(key(i), b"x" * BLOCK)
+    assert cache.get(key(0)) is not None
+    cache.put(key(3), b"x" * BLOCK)
+    assert cache.contains(key(0)) and not cache.contains(key(1))
+
+
+def test_discard_oversize_and_bad_keys(tmp_path: Path) -> None:
+    cache = DiskBlockCache(str(tmp_path), 2 * FILE, Metrics())
+    cache.put(key(1), b"x" * BLOCK)
+    cache.discard(key(1))
+    cache.discard(key(1))
+    assert not os.path.exists(cache.path_of(key(1)))
+    cache.put(key(2), b"x" * (3 * BLOCK))  # larger than the whole cache: declined
+    assert not cache.contains(key(2))
+    for bad in ("../etc", "a", "a/b" + "0" * 10, ""):
+        with pytest.raises(ValueError):
+            cache.put(bad, b"x")
+
+
+def test_missing_file_is_a_miss(tmp_path: Path) -> None:
+    cache = DiskBlockCache(str(tmp_path), 2 * FILE, Metrics())
+    cache.put(key(1), b"x" * BLOCK)
+    os.unlink(cache.path_of(key(1)))
+    assert cache.get(key(1)) is None
+    assert cache.stats().blocks == 0

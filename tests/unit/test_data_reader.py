@@ -1,0 +1,424 @@
+"""ObjectReader over a fake store: exact bytes, shared fetches, read-ahead, tiers, errors."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.cache.memory import MemoryBlockCache
+from cloudfs.config import CacheConfig
+from cloudfs.data.blocks import ObjectRef, block_key
+from cloudfs.data.prefetch import ReadCursor
+from cloudfs.data.reader import ObjectReader
+from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError
+from cloudfs.metrics import Metrics
+from tests.unit.test_data_fake_store import FakeStore
+
+BS = 64
+STORE_ID = "fake://bucket"
+
+
+def payload(size: int, seed: int = 0) -> bytes:
+    return bytes((i * 7 + seed) % 251 for i in range(size))
+
+
+class Rig:
+    """A reader over a fake store with a memory tier and an optional disk tier."""
+
+    def __init__(
+        self,
+        store: FakeStore,
+        disk_dir: str | None,
+        *,
+        readahead: int = 4,
+        memory_blocks: int = 1000,
+        max_prefetch_blocks: int | None = None,
+    ) -> None:
+        self.store = store
+        self.metrics = Metrics()
+        self.config = CacheConfig(
+            cache_dir=disk_dir or "/nonexistent",
+            block_size=BS,
+            memory_bytes=memory_blocks * BS,
+            disk_bytes=10_000 * BS,
+            readahead_blocks=readahead,
+        )
+        self.memory = MemoryBlockCache(self.config.memory_bytes, self.metrics)
+        self.disk = (
+            DiskBlockCache(disk_dir, self.config.disk_bytes, self.metrics) if disk_dir else None
+        )
+        self.max_prefetch_blocks = max_prefetch_blocks
+
+    def ref(self, key: str) -> ObjectRef:
+        return ObjectRef(key, self.store.etag(key), len(self.store.objects[key]))
+
+    def run(self, body: Callable[[ObjectReader], Awaitable[None]]) -> None:
+        async def main() -> None:
+            async with ObjectReader.running(
+                self.store, self.memory, self.disk, self.config, self.metrics, STORE_ID,
+                trio.CapacityLimiter(8), max_prefetch_blocks=self.max_prefetch_blocks,
+            ) as reader:
+                await body(reader)
+
+        trio.run(main)
+
+    def metric(self, name: str, tier: str | None = None) -> float:
+        labels = {"tier": tier} if tier else {}
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.sampled_from([0, 1, BS - 1, BS, BS + 1, 5 * BS, 7 * BS + 13]),
+    reads=st.lists(st.tuples(st.integers(0, 9 * BS), st.integers(0, 4 * BS)), max_size=12),
+    use_disk=st.booleans(),
+    sequential_cursor=st.booleans(),
+)
+def test_random_reads_are_byte_exact(
+    size: int, reads: list[tuple[int, int]], use_disk: bool, sequential_cursor: bool
+) -> None:
+    data = payload(size)
+    with tempfile.TemporaryDirectory() as tmp:
+        rig = Rig(FakeStore({"obj": data}), tmp if use_disk else None, memory_blocks=3)
+        ref = rig.ref("obj")
+
+        async def body(reader: ObjectReader) -> None:
+            cursor = ReadCursor()
+            for offset, length in reads:
+                for _ in range(2):  # cold, then from the tiers
+                    got = await reader.read(ref, offset, length, cursor)
+                    assert got == data[offset : offset + length]
+            if sequential_cursor:
+                seq = ReadCursor()
+                out = bytearray()
+                for offset in range(0, size + 10, 10):
+                    out += await reader.read(ref, offset, 10, seq)
+                assert bytes(out) == data
+
+        rig.run(body)
+
+
+def test_concurrent_readers_of_one_block_share_one_get() -> None:
+    rig = Rig(FakeStore({"obj": payload(10 * BS)}), None)
+    rig.store.delay = 0.05
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        results: list[bytes] = []
+
+        async def one(offset: int) -> None:
+            results.append(await reader.read(ref, offset, 8))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(10):
+                nursery.start_soon(one, 3 * BS + i)
+        assert sorted(results) == sorted(payload(10 * BS)[3 * BS + i : 3 * BS + i + 8]
+                                         for i in range(10))
+
+    rig.run(body)
+    assert rig.store.calls["get_range"] == 1
+    assert rig.store.ranges == [("obj", 3 * BS, BS)]
+
+
+def test_sequential_reader_uses_few_large_gets(tmp_path: Path) -> None:
+    size = 64 * BS
+    data = payload(size)
+    rig = Rig(FakeStore({"obj": data}), str(tmp_path), readahead=8)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        out = bytearray()
+        for offset in range(0, size, 16):
+            out += await reader.read(ref, offset, 16, cursor)
+            await trio.lowlevel.checkpoint()  # let read-ahead run, as real I/O would
+        assert bytes(out) == data
+
+    rig.run(body)
+    gets = rig.store.ranges
+    assert len(gets) <= 16, gets
+    assert sum(length for _, _, length in gets) == size, "no block fetched twice"
+    assert max(length for _, _, length in gets) >= 4 * BS, "batches grow with the window"
+    assert rig.metric("cloudfs_prefetch_bytes_total") >= size - 2 * BS
+
+
+def test_small_object_is_fetched_whole_on_first_read() -> None:
+    rig = Rig(FakeStore({"small": payload(50)}), None)
+    ref = rig.ref("small")
+
+    async def body(reader: ObjectReader) -> None:
+        assert await reader.read(ref, 10, 5, ReadCursor()) == payload(50)[10:15]
+        assert await reader.read(ref, 30, 100, ReadCursor()) == payload(50)[30:]
+        assert await reader.read(ref, 50, 10) == b""
+
+    rig.run(body)
+    assert rig.store.ranges == [("small", 0, 50)]
+
+
+def test_full_block_reads_are_not_copied() -> None:
+    rig = Rig(FakeStore({"obj": payload(3 * BS)}), None)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        first = await reader.read(ref, BS, BS)
+        again = await reader.read(ref, BS, BS)
+        assert first is again
+        assert rig.memory.get(block_key(STORE_ID, ref, 1, BS)) is first
+
+    rig.run(body)
+
+
+def test_disk_tier_survives_restart_and_promotes_to_memory(tmp_path: Path) -> None:
+    data = payload(6 * BS)
+    store = FakeStore({"obj": data})
+    first = Rig(store, str(tmp_path))
+    ref = first.ref("obj")
+
+    async def read_all(reader: ObjectReader) -> None:
+        assert await reader.read(ref, 0, 6 * BS) == data
+
+    first.run(read_all)
+    assert store.calls["get_range"] == 1
+    second = Rig(store, str(tmp_path))  # a remount: new memory, disk index rebuilt
+    second.run(read_all)
+    second.run(read_all)
+    assert store.calls["get_range"] == 1
+    assert second.metric("cloudfs_blockcache_hits_total", "disk") == 6
+    assert second.metric("cloudfs_blockcache_hits_total", "memory") == 6
+
+
+def test_corrupted_disk_block_is_refetched(tmp_path: Path) -> None:
+    data = payload(2 * BS)
+    store = FakeStore({"obj": data})
+    first = Rig(store, str(tmp_path))
+    ref = first.ref("obj")
+
+    async def read_all(reader: ObjectReader) -> None:
+        assert await reader.read(ref, 0, 2 * BS) == data
+
+    first.run(read_all)
+    assert first.disk is not None
+    path = first.disk.path_of(block_key(STORE_ID, ref, 1, BS))
+    raw = bytearray(Path(path).read_bytes())
+    raw[-3] ^= 0x55
+    Path(path).write_bytes(bytes(raw))
+    second = Rig(store, str(tmp_path))
+    second.run(read_all)
+    assert store.ranges[-1] == ("obj", BS, BS)
+    assert store.calls["get_range"] == 2
+    third = Rig(store, str(tmp_path))  # the refetched block was written back intact
+    third.run(read_all)
+    assert store.calls["get_range"] == 2
+    assert os.path.exists(path)
+
+
+def test_store_errors_propagate_unchanged_and_do_not_stick() -> None:
+    rig = Rig(FakeStore({"obj": payload(3 * BS)}), None)
+    ref = rig.ref("obj")
+    error = RemoteIOError("origin down")
+    rig.store.fail_next("get_range", error)
+
+    async def body(reader: ObjectReader) -> None:
+        with pytest.raises(RemoteIOError) as caught:
+            await reader.read(ref, 0, 10)
+        assert caught.value is error
+        assert await reader.read(ref, 0, 10) == payload(3 * BS)[:10]
+        with pytest.raises(NotFound):
+            await reader.read(ObjectRef("gone", "e", 10), 0, 10)
+        with pytest.raises(InvalidArgument):
+            await reader.read(ref, -1, 10)
+
+    rig.run(body)
+
+
+def test_waiters_share_a_foreground_error() -> None:
+    rig = Rig(FakeStore({"obj": payload(3 * BS)}), None)
+    rig.store.delay = 0.05
+    rig.store.fail_next("get_range", RemoteIOError("boom"))
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        errors: list[BaseException] = []
+
+        async def one() -> None:
+            try:
+                await reader.read(ref, 0, 10)
+            except RemoteIOError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(one)
+        assert len(errors) == 4
+
+    rig.run(body)
+    assert rig.store.calls["get_range"] == 1
+
+
+def test_failed_prefetch_does_not_poison_reads() -> None:
+    data = payload(4 * BS)
+    rig = Rig(FakeStore({"obj": data}), None)
+    ref = rig.ref("obj")
+    failed = threading.Event()
+
+    def fail_first_prefetch(key: str, offset: int, length: int) -> None:
+        if offset == BS and not failed.is_set():
+            failed.set()
+            threading.Event().wait(0.05)  # the next read arrives and waits on this fetch
+            raise RemoteIOError("prefetch failed")
+
+    rig.store.on_get_range = fail_first_prefetch
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        assert await reader.read(ref, 0, 16, cursor) == data[:16]
+        await trio.sleep(0.01)  # the prefetch of block 1 is now in flight
+        assert await reader.read(ref, BS, 16, cursor) == data[BS : BS + 16]
+
+    rig.run(body)
+    assert failed.is_set()
+    assert [r for r in rig.store.ranges if r[1] == BS] == [("obj", BS, BS), ("obj", BS, BS)]
+
+
+def test_prefetch_memory_is_bounded_per_cursor_and_globally() -> None:
+    objects = {f"o{i}": payload(40 * BS, i) for i in range(4)}
+    rig = Rig(FakeStore(objects), None, readahead=4, max_prefetch_blocks=6)
+    cursors = [ReadCursor() for _ in objects]
+    peaks = {"global": 0, "cursor": 0}
+    holder: list[ObjectReader] = []
+
+    def observe(key: str, offset: int, length: int) -> None:
+        peaks["global"] = max(peaks["global"], holder[0].prefetch_inflight)
+        peaks["cursor"] = max(peaks["cursor"], *(c.inflight_blocks for c in cursors))
+        threading.Event().wait(0.002)
+
+    rig.store.on_get_range = observe
+
+    async def body(reader: ObjectReader) -> None:
+        holder.append(reader)
+
+        async def scan(key: str, cursor: ReadCursor) -> None:
+            ref = rig.ref(key)
+            out = bytearray()
+            for offset in range(0, ref.size, 32):
+                out += await reader.read(ref, offset, 32, cursor)
+            assert bytes(out) == objects[key]
+
+        async with trio.open_nursery() as nursery:
+            for key, cursor in zip(objects, cursors, strict=True):
+                nursery.start_soon(scan, key, cursor)
+
+    rig.run(body)
+    assert 0 < peaks["global"] <= 6
+    assert 0 < peaks["cursor"] <= 4
+
+
+def test_random_reads_do_not_prefetch() -> None:
+    rig = Rig(FakeStore({"obj": payload(40 * BS)}), None)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        for block in (7, 30, 2, 19, 11):
+            await reader.read(ref, block * BS + 5, 10, cursor)
+            await trio.sleep(0.01)
+            assert cursor.window == 0
+        assert reader.prefetch_inflight == 0
+
+    rig.run(body)
+    assert len(rig.store.ranges) == 5
+
+
+def test_prefetch_whole_fills_disk_with_one_stream(tmp_path: Path) -> None:
+    data = payload(10 * BS + 7)
+    rig = Rig(FakeStore({"obj": data}), str(tmp_path))
+    ref = rig.ref("obj")
+    fetched: list[int] = []
+
+    async def body(reader: ObjectReader) -> None:
+        assert await reader.read(ref, 3 * BS, 1) == data[3 * BS : 3 * BS + 1]  # block 3 cached
+        fetched.append(await reader.prefetch_whole(ref))
+        fetched.append(await reader.prefetch_whole(ref))
+        assert await reader.read(ref, 0, len(data)) == data
+
+    rig.run(body)
+    assert fetched == [len(data) - BS, 0]
+    assert rig.store.calls["get_stream"] == 2  # blocks 0..2 and 4..10
+    assert rig.store.calls["get_range"] == 1  # block 3, by the read
+    assert rig.disk is not None and rig.disk.stats().blocks == 11
+
+
+def test_prefetch_whole_without_disk_fills_memory() -> None:
+    data = payload(5 * BS)
+    rig = Rig(FakeStore({"obj": data}), None)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        assert await reader.prefetch_whole(ref) == len(data)
+
+    rig.run(body)
+    assert rig.memory.stats().blocks == 5
+    assert rig.metric("cloudfs_prefetch_bytes_total") == len(data)
+
+
+def test_changed_object_is_an_error_and_new_etag_misses_old_blocks() -> None:
+    store = FakeStore({"obj": payload(3 * BS)})
+    rig = Rig(store, None)
+    old = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        assert await reader.read(old, 0, 3 * BS) == payload(3 * BS)
+        store.objects["obj"] = payload(2 * BS, seed=9)
+        assert await reader.read(old, 0, 3 * BS) == payload(3 * BS)  # cached version
+        new = rig.ref("obj")
+        assert await reader.read(new, 0, 3 * BS) == payload(2 * BS, seed=9)
+        with pytest.raises(RemoteIOError):
+            await reader.read(ObjectRef("obj", "stale", 3 * BS), 0, 3 * BS)
+
+    rig.run(body)
+
+
+def test_leaving_running_cancels_slow_prefetch() -> None:
+    rig = Rig(FakeStore({"obj": payload(20 * BS)}), None)
+    ref = rig.ref("obj")
+    rig.store.on_get_range = lambda key, offset, length: (
+        threading.Event().wait(0.3) if offset > 0 else None
+    )
+    holder: list[ObjectReader] = []
+
+    async def body(reader: ObjectReader) -> None:
+        holder.append(reader)
+        await reader.read(ref, 0, 10, ReadCursor())
+        assert reader.prefetch_inflight == 1  # block 1 is still being fetched
+
+    started = time.monotonic()
+    rig.run(body)
+    assert time.monotonic() - started < 2
+    assert holder[0].prefetch_inflight == 0
+
+
+def test_reader_without_nursery_reads_without_prefetch() -> None:
+    rig = Rig(FakeStore({"obj": payload(8 * BS)}), None)
+    ref = rig.ref("obj")
+
+    async def main() -> None:
+        reader = ObjectReader(rig.store, rig.memory, None, rig.config, rig.metrics, STORE_ID,
+                              trio.CapacityLimiter(2))
+        cursor = ReadCursor()
+        for offset in range(0, 8 * BS, BS):
+            assert await reader.read(ref, offset, BS, cursor) == payload(8 * BS)[offset:offset + BS]
+        assert reader.prefetch_inflight == 0
+
+    trio.run(main)
+    assert len(rig.store.ranges) == 8
