@@ -121,7 +121,7 @@ class CloudFsOperations(pyfuse3.Operations):
                 break
 
     async def releasedir(self, fh: pyfuse3.FileHandleT) -> None:
-        self._vfs.releasedir(fh)
+        await self._run("releasedir", self._vfs.releasedir(fh))
 
     async def fsyncdir(self, fh: pyfuse3.FileHandleT, datasync: bool) -> None:
         return None  # every tree change is already committed

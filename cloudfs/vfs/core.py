@@ -115,8 +115,9 @@ class Vfs:
     # -- directories ---------------------------------------------------------
 
     async def opendir(self, inode: InodeId) -> HandleId:
-        attr = await self._meta(self.meta.getattr, inode)
+        attr = await self._meta(self.meta.open, inode)  # an open directory survives rmdir
         if not attr.is_dir:
+            await self._meta(self.meta.release, inode)
             raise NotADirectory()
         return self._dirs.add(DirHandle(inode))
 
@@ -135,8 +136,9 @@ class Vfs:
         entries = [replace(e, attr=self.files.overlay(e.attr)) for e in handle.entries[index:]]
         return entries, index
 
-    def releasedir(self, fh: int) -> None:
-        self._dirs.pop(fh)
+    async def releasedir(self, fh: int) -> None:
+        handle = self._dirs.pop(fh)
+        await self._meta(self.meta.release, handle.inode)
 
     async def mkdir(self, parent: InodeId, name: bytes, mode: int, caller: Caller) -> Attr:
         self._check_writable()
@@ -200,6 +202,7 @@ class Vfs:
             if victim is not None and not victim.is_dir:
                 await self.files.before_unlink(victim)
         await self._meta(self.meta.rename, parent, name, new_parent, new_name, flags)
+        self.files.namespace_changed()
         if victim is not None and not victim.is_dir:
             try:
                 self.files.after_unlink(await self._meta(self.meta.getattr, victim.inode))

@@ -60,6 +60,8 @@ class FileIO:
         # inode -> (etag, size, mtime) at its last open: unchanged means the
         # kernel may keep its page cache for the file across opens.
         self._seen: OrderedDict[InodeId, tuple[str, int, int]] = OrderedDict()
+        # Bumped by every rename and unlink: object keys of open files may have moved.
+        self._generation = 0
 
     async def _m(self, fn: Callable[P, T], *args: Any) -> T:
         result: T = await self._meta_call(fn, *args)
@@ -93,16 +95,17 @@ class FileIO:
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         try:
-            ref = await self._ref(attr)
+            if oi.staged is None:
+                oi.ref, oi.generation = await self._ref(attr), self._generation
             if writable and flags & os.O_TRUNC:
-                staged = await self._staged(oi, ref, new=False)
+                staged = await self._staged(oi, new=False)
                 if staged.size:
                     await staged.truncate(0)
                     oi.mtime_ns = time.time_ns()
         except BaseException:
             await self._drop_handle(oi)
             raise
-        fh = self._handles.add(FileHandle(attr.inode, flags, ref, ReadCursor()))
+        fh = self._handles.add(FileHandle(attr.inode, flags, ReadCursor()))
         version = (attr.etag, attr.size, attr.mtime_ns)
         keep_cache = oi.staged is None and self._seen.get(attr.inode) == version
         self._remember(attr.inode, version)
@@ -113,14 +116,13 @@ class FileIO:
         attr = await self._m(self._meta.open, attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
-        ref = ObjectRef(key="", etag="", size=0)
         try:
-            await self._staged(oi, None, new=True)
+            await self._staged(oi, new=True)
         except BaseException:
             await self._drop_handle(oi)
             raise
         oi.mtime_ns = attr.mtime_ns
-        return self._handles.add(FileHandle(attr.inode, flags, ref, ReadCursor()))
+        return self._handles.add(FileHandle(attr.inode, flags, ReadCursor()))
 
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh)
@@ -145,16 +147,17 @@ class FileIO:
         oi = self._open[handle.inode]
         if oi.staged is not None:
             return await oi.staged.pread(offset, size)
-        if not handle.ref.etag:
+        ref = await self._base(oi)
+        if ref is None:
             return b""
-        return await self._reader.read(handle.ref, offset, size, handle.cursor)
+        return await self._reader.read(ref, offset, size, handle.cursor)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self._handles.get(fh)
         if self._read_only:
             raise ReadOnly()
         oi = self._open[handle.inode]
-        staged = await self._staged(oi, handle.ref, new=False)
+        staged = await self._staged(oi, new=False)
         if handle.append:
             offset = staged.size
         written = await staged.pwrite(offset, data)
@@ -177,16 +180,17 @@ class FileIO:
             raise ReadOnly()
         oi = self._open.get(attr.inode)
         if oi is not None:
-            staged = await self._staged(oi, await self._ref(attr), new=False)
+            staged = await self._staged(oi, new=False)
             await staged.truncate(size)
             oi.mtime_ns = time.time_ns()
             return
         # No handle: stage, truncate and upload right away.
         oi = OpenInode(attr.inode, handles=1)
+        oi.ref, oi.generation = await self._ref(attr), self._generation
         self._open[attr.inode] = oi
         await self._m(self._meta.open, attr.inode)
         try:
-            staged = await self._staged(oi, await self._ref(attr), new=False)
+            staged = await self._staged(oi, new=False)
             await staged.truncate(size)
             oi.mtime_ns = time.time_ns()
             await self._upload_if_dirty(oi)
@@ -205,13 +209,18 @@ class FileIO:
         if oi is None or not attr.is_reg:
             return
         if attr.nlink <= 1:
-            staged = await self._staged(oi, await self._ref(attr), new=False)
+            staged = await self._staged(oi, new=False)
             await staged.materialize()
 
     def after_unlink(self, attr: Attr) -> None:
+        self.namespace_changed()
         oi = self._open.get(attr.inode)
         if oi is not None and attr.nlink == 0:
             oi.unlinked = True
+
+    def namespace_changed(self) -> None:
+        """A rename or unlink happened: re-resolve the objects of open files before use."""
+        self._generation += 1
 
     # -- internals ---------------------------------------------------------
 
@@ -221,12 +230,18 @@ class FileIO:
         key = await self._m(self._meta.object_key, attr.inode)
         return ObjectRef(key=key, etag=attr.etag, size=attr.size)
 
-    async def _staged(self, oi: OpenInode, base: ObjectRef | None, *, new: bool) -> StagedFile:
+    async def _base(self, oi: OpenInode) -> ObjectRef | None:
+        """The UFS object holding an open file's bytes (None: nothing uploaded yet)."""
+        if oi.generation != self._generation:
+            attr = await self._m(self._meta.getattr, oi.inode)
+            oi.ref, oi.generation = await self._ref(attr), self._generation
+        if oi.ref is None or not oi.ref.etag:
+            return None
+        return oi.ref
+
+    async def _staged(self, oi: OpenInode, *, new: bool) -> StagedFile:
         if oi.staged is None:
-            if base is not None and not base.etag:
-                # Never uploaded and not staged here: an empty file (or one whose
-                # bytes live in a staged copy already dropped after upload failed).
-                base = None
+            base = None if new else await self._base(oi)
             oi.staged = await StagedFile.open(
                 self._staging_dir,
                 f"{oi.inode}-{time.monotonic_ns()}",
@@ -250,11 +265,26 @@ class FileIO:
         mtime_ns = oi.mtime_ns or time.time_ns()
         try:
             info = await staged.upload(self._store, key)
+            await self._follow_rename(oi, key)
         except FsError:
             log.error("upload of inode %d to %r failed; the data stays staged", oi.inode, key)
             raise
         attr = await self._m(self._meta.commit_upload, oi.inode, size, mtime_ns, info.etag)
         self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
+
+    async def _follow_rename(self, oi: OpenInode, uploaded_to: str) -> None:
+        """A rename or unlink while uploading: move (or drop) what was just uploaded."""
+        try:
+            key = await self._m(self._meta.object_key, oi.inode)
+        except NotFound:
+            key = None
+        if key == uploaded_to:
+            return
+        if key is None:
+            oi.unlinked = True
+            await trio.to_thread.run_sync(self._store.delete, uploaded_to)
+        else:
+            await trio.to_thread.run_sync(self._store.rename, uploaded_to, key)
 
     def _remember(self, inode: InodeId, version: tuple[str, int, int]) -> None:
         self._seen[inode] = version

@@ -26,6 +26,10 @@ class OpenInode:
     inode: InodeId
     handles: int = 0
     staged: StagedFile | None = None
+    # The UFS object behind the file, resolved at open and again after any
+    # rename or unlink in the mount (``generation``): renames move objects.
+    ref: ObjectRef | None = None
+    generation: int = -1
     mtime_ns: int | None = None  # set by writes: the mtime to record at upload
     unlinked: bool = False  # no name left: never upload again
 
@@ -34,7 +38,6 @@ class OpenInode:
 class FileHandle:
     inode: InodeId
     flags: int
-    ref: ObjectRef  # the UFS object as it was at open: the read identity
     cursor: ReadCursor
 
     @property

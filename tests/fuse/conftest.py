@@ -1,14 +1,18 @@
 """Fixtures for tests through a real FUSE mount.
 
-``mnt`` is the root of a fresh CloudFS mount, once over a local directory and
-once over a bucket on the test S3 server. With CLOUDFS_TEST_PLAIN=1 it is a
-plain local directory instead, which shows that a test's expectations are
-POSIX's and not CloudFS's. ``cloudfs_mount`` gives the Mount object itself
-(its backing store, remount) for tests of CloudFS's own behaviour.
+``mnt`` is a fresh, empty directory inside a CloudFS mount: one mount per test
+module and backend (a local directory, and a bucket on the test S3 server),
+so the POSIX suite runs at the speed of the filesystem, not of mount start-up.
+With CLOUDFS_TEST_PLAIN=1 it is a plain local directory instead, which shows
+that a test's expectations are POSIX's and not CloudFS's.
+
+``mount_factory`` and ``cloudfs_mount`` give a whole mount of its own (its
+backing store, remount) to tests of CloudFS's own behaviour.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -21,8 +25,12 @@ from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpd
 from tests.support.servers import S3Server
 
 PLAIN = os.environ.get("CLOUDFS_TEST_PLAIN") == "1"
+BACKENDS = ["plain"] if PLAIN else ["local", "s3"]
 
 MountFactory = Callable[..., AbstractContextManager[Mount]]
+
+_buckets = itertools.count()
+_subdirs = itertools.count()
 
 
 def _require_fuse() -> None:
@@ -30,15 +38,46 @@ def _require_fuse() -> None:
         pytest.skip("FUSE tests need /dev/fuse and root")
 
 
-@pytest.fixture(params=["plain"] if PLAIN else ["local", "s3"])
-def backing(request: pytest.FixtureRequest) -> Backing:
-    if request.param in ("plain", "local"):
+def _make_backing(kind: str, request: pytest.FixtureRequest) -> Backing:
+    if kind in ("plain", "local"):
         data = world_traversable_tmpdir("cloudfs-ufs-")
         request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
         return Backing(uri=f"file://{data}", local_dir=data)
     s3: S3Server = request.getfixturevalue("s3_server")
-    bucket: str = request.getfixturevalue("s3_bucket")
+    bucket = f"fuse-{os.getpid()}-{next(_buckets)}"
+    s3.client().create_bucket(Bucket=bucket)
     return Backing(uri=f"s3://{bucket}", s3=s3, bucket=bucket)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def shared_backing(request: pytest.FixtureRequest) -> Backing:
+    return _make_backing(request.param, request)
+
+
+@pytest.fixture(scope="module")
+def shared_mount_root(shared_backing: Backing) -> Iterator[Path]:
+    if PLAIN:
+        assert shared_backing.local_dir is not None
+        yield shared_backing.local_dir
+        return
+    _require_fuse()
+    with mounted(shared_backing) as m:
+        yield m.root
+
+
+@pytest.fixture
+def mnt(shared_mount_root: Path) -> Path:
+    """A new empty directory (mode 0755, root's) in the module's mount."""
+    path = shared_mount_root / f"t{next(_subdirs)}"
+    path.mkdir()
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(params=BACKENDS)
+def backing(request: pytest.FixtureRequest) -> Backing:
+    """A fresh, empty backing store of each kind, for a test's own mount."""
+    return _make_backing(request.param, request)
 
 
 @pytest.fixture
@@ -56,13 +95,3 @@ def mount_factory(backing: Backing) -> MountFactory:
 def cloudfs_mount(mount_factory: MountFactory) -> Iterator[Mount]:
     with mount_factory() as m:
         yield m
-
-
-@pytest.fixture
-def mnt(request: pytest.FixtureRequest, backing: Backing) -> Iterator[Path]:
-    if PLAIN:
-        assert backing.local_dir is not None
-        yield backing.local_dir
-        return
-    mount: Mount = request.getfixturevalue("cloudfs_mount")
-    yield mount.root

@@ -216,9 +216,17 @@ def drop_name(
 def remove_dir_entry(
     txn: KVTxn, parent: int, name: bytes, ino: int, *, adjust_parent: bool = True
 ) -> None:
-    """Remove an empty directory's name and inode (and its ".." link to the parent)."""
+    """Remove an empty directory's name and inode (and its ".." link to the parent).
+
+    A directory still open (an opendir handle) is kept as an orphan with nlink 0
+    until its last release, so fstat on the handle keeps working.
+    """
     txn.delete(codec.dentry_key(parent, name))
-    free_inode(txn, ino)
+    if open_count(txn, ino) > 0:
+        save(txn, ino, replace(load(txn, ino), nlink=0, parent=0, name=b""))
+        txn.put(codec.orphan_key(ino), b"")
+    else:
+        free_inode(txn, ino)
     if not adjust_parent:
         return
     rec = load(txn, parent)
