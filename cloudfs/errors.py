@@ -65,6 +65,12 @@ class InvalidArgument(FsError):
     errno = _errno.EINVAL
 
 
+class IllegalName(FsError):
+    """A name the UFS cannot store (S3 keys must be valid UTF-8, at most 1024 bytes)."""
+
+    errno = _errno.EILSEQ
+
+
 class NoAttribute(FsError):
     errno = _errno.ENODATA
 

@@ -185,6 +185,9 @@ class FaultyObjectStore:
     def delete(self, key: str) -> None:
         self._call("delete", lambda: self._inner.delete(key))
 
+    def validate_key(self, key: str) -> None:
+        self._inner.validate_key(key)
+
     def make_dir(self, key: str) -> None:
         self._call("make_dir", lambda: self._inner.make_dir(key))
 

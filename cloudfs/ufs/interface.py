@@ -48,6 +48,15 @@ class ObjectStore(Protocol):
         """
         ...
 
+    def validate_key(self, key: str) -> None:
+        """Raise ``IllegalName`` if this store cannot hold an object named ``key``.
+
+        Local: any name works. S3: keys must be valid UTF-8 and at most 1024
+        bytes. The tree calls this before it creates a name that will reach the
+        UFS, so the caller gets EILSEQ at create time, not EIO at close.
+        """
+        ...
+
     def head(self, key: str) -> ObjectInfo:
         """Size, mtime and ETag of one object. ``NotFound`` if absent."""
         ...

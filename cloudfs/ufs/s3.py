@@ -39,7 +39,13 @@ from botocore.exceptions import (
 )
 
 from cloudfs.config import S3Config
-from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError, UfsAccessDenied
+from cloudfs.errors import (
+    IllegalName,
+    InvalidArgument,
+    NotFound,
+    RemoteIOError,
+    UfsAccessDenied,
+)
 from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs.s3_errors import error_code, http_status, translate, translating
 
@@ -308,6 +314,9 @@ class S3ObjectStore:
         with translating(key):
             self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
 
+    def validate_key(self, key: str) -> None:
+        validate_s3_key(self._full(key))
+
     def make_dir(self, key: str) -> None:
         if not key and not self._prefix:
             return  # the bucket root always exists
@@ -395,3 +404,16 @@ class S3ObjectStore:
 
     def statfs(self) -> tuple[int, int]:
         return (PiB, PiB)
+
+
+S3_KEY_MAX = 1024
+
+
+def validate_s3_key(key: str) -> None:
+    """S3 object keys are UTF-8 strings of at most 1024 bytes."""
+    try:
+        encoded = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IllegalName(f"{key!r} is not valid UTF-8, which S3 keys must be") from None
+    if len(encoded) > S3_KEY_MAX:
+        raise IllegalName(f"S3 keys are at most {S3_KEY_MAX} bytes; {key[:40]!r}... is longer")

@@ -267,7 +267,7 @@ class FileIO:
             info = await staged.upload(self._store, key)
             await self._follow_rename(oi, key)
         except FsError:
-            log.error("upload of inode %d to %r failed; the data stays staged", oi.inode, key)
+            log.error("upload of inode %d to %r failed: close() reports the error", oi.inode, key)
             raise
         attr = await self._m(self._meta.commit_upload, oi.inode, size, mtime_ns, info.etag)
         self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))

@@ -66,6 +66,14 @@ def shared_mount_root(shared_backing: Backing) -> Iterator[Path]:
 
 
 @pytest.fixture
+def ufs_kind(shared_backing: Backing) -> str:
+    """"local", "s3" or "plain": what backs ``mnt`` (S3 cannot hold every name)."""
+    if PLAIN:
+        return "plain"
+    return "s3" if shared_backing.s3 is not None else "local"
+
+
+@pytest.fixture
 def mnt(shared_mount_root: Path) -> Path:
     """A new empty directory (mode 0755, root's) in the module's mount."""
     path = shared_mount_root / f"t{next(_subdirs)}"

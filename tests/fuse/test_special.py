@@ -154,10 +154,35 @@ NAMES = [
 ]
 
 
+MOTO_UNROUTABLE = "moto's server answers 404 to object keys with a newline (real S3 takes them)"
+
+
+def _s3_can_hold(name: bytes) -> bool:
+    try:
+        name.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _portable(names: list[bytes], ufs_kind: str) -> list[bytes]:
+    if ufs_kind != "s3":
+        return names
+    return [n for n in names if _s3_can_hold(n) and b"\n" not in n]
+
+
 @pytest.mark.parametrize("name", NAMES, ids=[repr(n)[2:-1] for n in NAMES])
-def test_special_name_round_trips(mnt: Path, name: bytes) -> None:
+def test_special_name_round_trips(mnt: Path, name: bytes, ufs_kind: str) -> None:
     root = os.fsencode(mnt)
     path = os.path.join(root, name)
+    if ufs_kind == "s3" and not _s3_can_hold(name):
+        with pytest.raises(OSError) as e:
+            open(path, "wb").close()
+        assert e.value.errno == errno.EILSEQ  # S3 keys must be UTF-8: refused at create
+        assert os.listdir(root) == []
+        return
+    if ufs_kind == "s3" and b"\n" in name:
+        pytest.skip(MOTO_UNROUTABLE)
     with open(path, "wb") as f:
         f.write(name)
     assert os.listdir(root) == [name]
@@ -180,20 +205,26 @@ def test_special_name_round_trips(mnt: Path, name: bytes) -> None:
     assert os.listdir(root) == []
 
 
-def test_all_special_names_in_one_dir(mnt: Path) -> None:
+def test_all_special_names_in_one_dir(mnt: Path, ufs_kind: str) -> None:
     root = os.fsencode(mnt)
-    for name in NAMES:
+    names = _portable(NAMES, ufs_kind)
+    for name in names:
         with open(os.path.join(root, name), "wb") as f:
             f.write(name)
-    assert sorted(os.listdir(root)) == sorted(NAMES)
-    for name in NAMES:
+    assert sorted(os.listdir(root)) == sorted(names)
+    for name in names:
         with open(os.path.join(root, name), "rb") as f:
             assert f.read() == name
 
 
-def test_str_paths_with_surrogateescape(mnt: Path) -> None:
+def test_str_paths_with_surrogateescape(mnt: Path, ufs_kind: str) -> None:
     raw = b"\xffraw\xfe"
     name = os.fsdecode(raw)
+    if ufs_kind == "s3":
+        with pytest.raises(OSError) as e:
+            (mnt / name).write_bytes(b"x")
+        assert e.value.errno == errno.EILSEQ
+        return
     (mnt / name).write_bytes(b"x")
     assert os.listdir(mnt) == [name]
     assert os.listdir(os.fsencode(mnt)) == [raw]

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from cloudfs.errors import NotFound
 from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.s3 import validate_s3_key
 
 
 class MemoryObjectStore:
@@ -126,6 +127,9 @@ class MemoryObjectStore:
         self._enter("delete")
         with self._lock:
             self._objects.pop(key, None)
+
+    def validate_key(self, key: str) -> None:
+        validate_s3_key(key)
 
     def make_dir(self, key: str) -> None:
         self._enter("make_dir")

@@ -64,6 +64,9 @@ def create(
         ctime_ns=now,
         rdev=rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0,
     )
+    if kind == stat.S_IFREG:  # its bytes will become an object under this key
+        with ctx.kv.transaction(write=False) as txn:
+            ctx.store.validate_key(tree.entry_key(txn, parent, name))
     with ctx.kv.transaction(write=True) as txn:
         _check_free(txn, parent, name)
         return _insert(txn, parent, name, rec, now)
@@ -74,6 +77,7 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
     with ctx.kv.transaction(write=False) as txn:
         _check_free(txn, parent, name)
         key = tree.entry_key(txn, parent, name)
+    ctx.store.validate_key(key)
     call_store(ctx.store.make_dir, key)
     now = ctx.clock()
     # A directory we just made is empty in the UFS too: it counts as listed.

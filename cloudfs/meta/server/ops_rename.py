@@ -88,12 +88,16 @@ def _plan(
     dst_rec = None if dst is None else tree.load(txn, dst)
     src_key, dst_key = tree.entry_key(txn, *old), tree.entry_key(txn, *new)
     s_kind = _presence(src_rec, *old)
+    if s_kind or tree.is_dir(src_rec):
+        store.validate_key(dst_key)
     plan = _Plan(src, dst)
     if flags & RENAME_EXCHANGE:
         assert dst is not None and dst_rec is not None
         if tree.is_dir(dst_rec) and tree.is_ancestor(txn, dst, old[0]):
             raise InvalidArgument("cannot move a directory into itself")
         d_kind = _presence(dst_rec, *new)
+        if d_kind or tree.is_dir(dst_rec):
+            store.validate_key(src_key)
         if s_kind and d_kind:
             tmp = f"{dst_key}.cloudfs-exchange-{uuid.uuid4().hex}"
             plan.steps += [
