@@ -76,6 +76,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
 
     async def start_background(nursery: trio.Nursery) -> None:
         reader.start(nursery)
+        nursery.start_soon(session.raise_read_ahead, config.mountpoint)
 
     def serve() -> int:
         try:

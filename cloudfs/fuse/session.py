@@ -45,20 +45,35 @@ def start(ops: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
         pyfuse3.init(ops, mountpoint, options)
     except RuntimeError as e:
         raise StartupError(f"cannot mount on {mountpoint}: {e}") from e
-    _raise_read_ahead(mountpoint)
 
 
-def _raise_read_ahead(mountpoint: str) -> None:
+async def raise_read_ahead(mountpoint: str) -> None:
+    """Raise the kernel read-ahead once FUSE INIT is done (INIT clamps it to 128 KiB).
+
+    INIT is the first request ``serve`` answers; setting the value before it
+    is undone by the kernel, so this runs as a task of ``serve``.
+    """
+    for delay in (0.2, 1.0, 3.0):
+        await trio.sleep(delay)
+        if await trio.to_thread.run_sync(_raise_read_ahead, mountpoint):
+            return
+
+
+def _raise_read_ahead(mountpoint: str) -> bool:
     # The device number comes from mountinfo: a stat() of the mountpoint would
     # wait for this very process to answer GETATTR, which it cannot do yet.
     try:
         device = _device_of(mountpoint)
         if device is None:
-            return
-        with open(f"/sys/class/bdi/{device}/read_ahead_kb", "w") as f:
+            return True
+        path = f"/sys/class/bdi/{device}/read_ahead_kb"
+        with open(path, "w") as f:
             f.write(str(READ_AHEAD_KB))
-    except OSError as e:  # not fatal: only larger requests are lost
+        with open(path) as f:
+            return int(f.read()) >= READ_AHEAD_KB
+    except (OSError, ValueError) as e:  # not fatal: only larger requests are lost
         log.info("could not raise read-ahead of %s: %s", mountpoint, e)
+        return True
 
 
 def _device_of(mountpoint: str) -> str | None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import calendar
 import io
+import os
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -292,13 +294,20 @@ class S3ObjectStore:
         return cast(BinaryIO, S3ReadStream(resp["Body"], key, skip=skip))
 
     def put_file(self, key: str, path: str) -> ObjectInfo:
-        """Managed upload (multipart above the threshold), then HEAD for the ETag.
+        """One PutObject below the multipart threshold; above it a managed multipart
+        upload, then HEAD for the ETag.
 
-        A concurrent writer of the same key may win between the two calls; the
-        returned info then describes its object, which is what readers see.
+        After a multipart upload a concurrent writer of the same key may win
+        before the HEAD; the returned info then describes its object, which is
+        what readers see.
         """
         full = self._full(key)
         try:
+            size = os.path.getsize(path)
+            if size < self._config.multipart_threshold:
+                with open(path, "rb") as body, translating(key):
+                    resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
+                return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag", "")))
             with translating(key):
                 self._client.upload_file(path, self._bucket, full, Config=self._transfer)
         except OSError as err:
