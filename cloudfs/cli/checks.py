@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from typing import IO
 
 from cloudfs.errors import StartupError
@@ -44,7 +45,11 @@ def _unescape(path: str) -> str:
 
 
 def check_fuse_device() -> None:
-    if not os.path.exists("/dev/fuse"):
+    try:
+        is_device = stat.S_ISCHR(os.stat("/dev/fuse").st_mode)
+    except OSError:
+        is_device = False
+    if not is_device:
         raise StartupError(
             "no /dev/fuse: load the fuse module (modprobe fuse) or give the container /dev/fuse"
         )

@@ -197,11 +197,14 @@ class StagedFile:
             await self._materialize_locked()
 
     async def upload(self, store: ObjectStore, key: str) -> ObjectInfo:
-        """Materialize, fsync and upload the whole file as ``key``; clears ``dirty``."""
+        """Materialize and upload the whole file as ``key``; clears ``dirty``.
+
+        No fsync of the staged copy: the store reads it back at once through
+        the page cache, and the store's put is what makes the bytes durable.
+        """
         self._check_open()
         async with self._lock:
             await self._materialize_locked()
-            await _run_os(lambda: os.fsync(self._fd), self._limiter)
             info: ObjectInfo = await trio.to_thread.run_sync(
                 store.put_file, key, self._path, limiter=self._limiter
             )

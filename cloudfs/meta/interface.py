@@ -41,6 +41,12 @@ XATTR_REPLACE = 2
 
 
 class Meta(Protocol):
+    # True when getattr, object_key, readlink, getxattr and listxattr are answered
+    # in-process without I/O that can block (MVCC reads of the embedded tree): the
+    # VFS then calls them inline rather than through a worker thread. A network
+    # client says False.
+    local_reads: bool
+
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
         """The attributes of ``name`` in directory ``parent``; lists it from the UFS if stale."""
         ...

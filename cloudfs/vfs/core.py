@@ -67,12 +67,19 @@ class Vfs:
             reader,
             staging_dir,
             self._meta,
+            self._read,
             trio.CapacityLimiter(ufs_threads),
             read_only,
         )
 
     async def _meta(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args), limiter=self._meta_limiter)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """A tree read (getattr, object_key, readlink, xattrs): inline when it cannot block."""
+        if self.meta.local_reads:
+            return fn(*args)
+        return await self._meta(fn, *args)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -84,11 +91,11 @@ class Vfs:
         return self.files.overlay(await self._meta(self.meta.lookup, parent, name))
 
     async def getattr(self, inode: InodeId) -> Attr:
-        return self.files.overlay(await self._meta(self.meta.getattr, inode))
+        return self.files.overlay(await self._read(self.meta.getattr, inode))
 
     async def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         self._check_writable()
-        attr = await self._meta(self.meta.getattr, inode)
+        attr = await self._read(self.meta.getattr, inode)
         if changes.size is not None:
             if attr.is_dir:
                 raise IsADirectory()
@@ -103,7 +110,7 @@ class Vfs:
         return self.files.overlay(attr)
 
     async def access(self, inode: InodeId, mask: int, caller: Caller) -> bool:
-        attr = await self._meta(self.meta.getattr, inode)
+        attr = await self._read(self.meta.getattr, inode)
         if mask & os.W_OK and self.read_only:
             return False
         gids = {caller.gid} | self._groups(caller.pid)
@@ -142,7 +149,7 @@ class Vfs:
 
     async def mkdir(self, parent: InodeId, name: bytes, mode: int, caller: Caller) -> Attr:
         self._check_writable()
-        pattr = await self._meta(self.meta.getattr, parent)
+        pattr = await self._read(self.meta.getattr, parent)
         gid, mode = inherited_gid_and_mode(pattr, caller.gid, stat.S_IFDIR | (mode & 0o7777))
         return await self._meta(self.meta.mkdir, parent, name, mode, caller.uid, gid)
 
@@ -156,7 +163,7 @@ class Vfs:
         self, parent: InodeId, name: bytes, mode: int, rdev: int, caller: Caller
     ) -> Attr:
         self._check_writable()
-        pattr = await self._meta(self.meta.getattr, parent)
+        pattr = await self._read(self.meta.getattr, parent)
         gid, mode = inherited_gid_and_mode(pattr, caller.gid, mode)
         return await self._meta(self.meta.create, parent, name, mode, caller.uid, gid, rdev)
 
@@ -168,15 +175,14 @@ class Vfs:
         return fh, attr
 
     async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
-        attr = await self._meta(self.meta.getattr, inode)
-        return await self.files.open(attr, flags)
+        return await self.files.open(inode, flags)
 
     async def symlink(self, parent: InodeId, name: bytes, target: bytes, caller: Caller) -> Attr:
         self._check_writable()
         return await self._meta(self.meta.symlink, parent, name, target, caller.uid, caller.gid)
 
     async def readlink(self, inode: InodeId) -> bytes:
-        return await self._meta(self.meta.readlink, inode)
+        return await self._read(self.meta.readlink, inode)
 
     async def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
         self._check_writable()
@@ -205,21 +211,21 @@ class Vfs:
         self.files.namespace_changed()
         if victim is not None and not victim.is_dir:
             try:
-                self.files.after_unlink(await self._meta(self.meta.getattr, victim.inode))
+                self.files.after_unlink(await self._read(self.meta.getattr, victim.inode))
             except NotFound:
                 self.files.after_unlink(replace(victim, nlink=0))
 
     # -- xattrs ----------------------------------------------------------------
 
     async def getxattr(self, inode: InodeId, name: bytes) -> bytes:
-        return await self._meta(self.meta.getxattr, inode, name)
+        return await self._read(self.meta.getxattr, inode, name)
 
     async def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int) -> None:
         self._check_writable()
         await self._meta(self.meta.setxattr, inode, name, value, flags)
 
     async def listxattr(self, inode: InodeId) -> list[bytes]:
-        return await self._meta(self.meta.listxattr, inode)
+        return await self._read(self.meta.listxattr, inode)
 
     async def removexattr(self, inode: InodeId, name: bytes) -> None:
         self._check_writable()

@@ -44,6 +44,7 @@ class FileIO:
         reader: ObjectReader,
         staging_dir: str,
         meta_call: Callable[..., Awaitable[Any]],
+        meta_read: Callable[..., Awaitable[Any]],
         ufs_limiter: trio.CapacityLimiter,
         read_only: bool,
     ) -> None:
@@ -52,6 +53,7 @@ class FileIO:
         self._reader = reader
         self._staging_dir = staging_dir
         self._meta_call = meta_call
+        self._meta_read = meta_read
         self._ufs_limiter = ufs_limiter
         self._disk_limiter = trio.CapacityLimiter(8)
         self._read_only = read_only
@@ -65,6 +67,10 @@ class FileIO:
 
     async def _m(self, fn: Callable[P, T], *args: Any) -> T:
         result: T = await self._meta_call(fn, *args)
+        return result
+
+    async def _r(self, fn: Callable[P, T], *args: Any) -> T:
+        result: T = await self._meta_read(fn, *args)
         return result
 
     # -- attributes --------------------------------------------------------
@@ -84,16 +90,17 @@ class FileIO:
 
     # -- open / release ----------------------------------------------------
 
-    async def open(self, attr: Attr, flags: int) -> tuple[HandleId, bool]:
+    async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
         """Open a regular file; returns the handle and whether the kernel may keep its cache."""
-        if attr.is_dir:
-            raise IsADirectory()
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
         if self._read_only and (writable or flags & os.O_TRUNC):
             raise ReadOnly()
-        attr = await self._m(self._meta.open, attr.inode)
+        attr = await self._m(self._meta.open, inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
+        if attr.is_dir:  # the kernel opens directories with opendir; be safe anyway
+            await self._drop_handle(oi)
+            raise IsADirectory()
         try:
             if oi.staged is None:
                 oi.ref, oi.generation = await self._ref(attr), self._generation
@@ -227,13 +234,13 @@ class FileIO:
     async def _ref(self, attr: Attr) -> ObjectRef:
         if not attr.etag:
             return ObjectRef(key="", etag="", size=attr.size)
-        key = await self._m(self._meta.object_key, attr.inode)
+        key = await self._r(self._meta.object_key, attr.inode)
         return ObjectRef(key=key, etag=attr.etag, size=attr.size)
 
     async def _base(self, oi: OpenInode) -> ObjectRef | None:
         """The UFS object holding an open file's bytes (None: nothing uploaded yet)."""
         if oi.generation != self._generation:
-            attr = await self._m(self._meta.getattr, oi.inode)
+            attr = await self._r(self._meta.getattr, oi.inode)
             oi.ref, oi.generation = await self._ref(attr), self._generation
         if oi.ref is None or not oi.ref.etag:
             return None
@@ -257,15 +264,17 @@ class FileIO:
         if staged is None or not staged.dirty or oi.unlinked:
             return
         try:
-            key = await self._m(self._meta.object_key, oi.inode)
+            key = await self._r(self._meta.object_key, oi.inode)
         except NotFound:
             oi.unlinked = True  # the last name went away meanwhile
             return
         size = staged.size
         mtime_ns = oi.mtime_ns or time.time_ns()
+        generation = self._generation
         try:
             info = await staged.upload(self._store, key)
-            await self._follow_rename(oi, key)
+            if generation != self._generation:
+                await self._follow_rename(oi, key)
         except FsError:
             log.error("upload of inode %d to %r failed: close() reports the error", oi.inode, key)
             raise
@@ -275,7 +284,7 @@ class FileIO:
     async def _follow_rename(self, oi: OpenInode, uploaded_to: str) -> None:
         """A rename or unlink while uploading: move (or drop) what was just uploaded."""
         try:
-            key = await self._m(self._meta.object_key, oi.inode)
+            key = await self._r(self._meta.object_key, oi.inode)
         except NotFound:
             key = None
         if key == uploaded_to:

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpdir
+from tests.support.mounts import (
+    Backing,
+    MntBacking,
+    Mount,
+    mounted,
+    world_traversable_tmpdir,
+)
 from tests.support.servers import S3Server
 
 PLAIN = os.environ.get("CLOUDFS_TEST_PLAIN") == "1"
@@ -63,6 +69,12 @@ def shared_mount_root(shared_backing: Backing) -> Iterator[Path]:
     _require_fuse()
     with mounted(shared_backing) as m:
         yield m.root
+
+
+@pytest.fixture
+def mnt_backing(mnt: Path, shared_mount_root: Path, shared_backing: Backing) -> MntBacking:
+    """The UFS side of ``mnt``: write objects under it behind the mount's back."""
+    return MntBacking(shared_backing, mnt.relative_to(shared_mount_root).as_posix())
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +30,17 @@ class Backing:
     def env(self) -> dict[str, str]:
         return self.s3.env() if self.s3 else dict(os.environ)
 
+    @functools.cached_property
+    def client(self):  # type: ignore[no-untyped-def]
+        """One boto3 client (thread-safe) for this bucket."""
+        assert self.s3 is not None
+        return self.s3.client()
+
     def read_object(self, key: str) -> bytes:
         if self.local_dir is not None:
             return (self.local_dir / key).read_bytes()
         assert self.s3 is not None
-        body = self.s3.client().get_object(Bucket=self.bucket, Key=key)["Body"]
+        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
         return bytes(body.read())
 
     def write_object(self, key: str, data: bytes) -> None:
@@ -42,14 +50,14 @@ class Backing:
             path.write_bytes(data)
             return
         assert self.s3 is not None
-        self.s3.client().put_object(Bucket=self.bucket, Key=key, Body=data)
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
 
     def delete_object(self, key: str) -> None:
         if self.local_dir is not None:
             (self.local_dir / key).unlink()
             return
         assert self.s3 is not None
-        self.s3.client().delete_object(Bucket=self.bucket, Key=key)
+        self.client.delete_object(Bucket=self.bucket, Key=key)
 
     def keys(self) -> set[str]:
         """Every file's key (directory markers left out)."""
@@ -58,10 +66,33 @@ class Backing:
             return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
         assert self.s3 is not None
         keys: set[str] = set()
-        paginator = self.s3.client().get_paginator("list_objects_v2")
+        paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket):
             keys.update(o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith("/"))
         return keys
+
+
+@dataclass
+class MntBacking:
+    """The objects under one directory of a mount (``prefix``, relative to the root)."""
+
+    backing: Backing
+    prefix: str
+
+    def put_many(self, objects: dict[str, bytes], threads: int = 8) -> None:
+        """Write many objects straight into the UFS, in parallel."""
+        items = [(f"{self.prefix}/{key}", data) for key, data in objects.items()]
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda kv: self.backing.write_object(*kv), items))
+
+    @staticmethod
+    def wait_until_visible(path: Path, timeout: float = 30.0) -> None:
+        """Wait for a change made behind the mount's back to show (after the meta TTL)."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} did not appear within {timeout} s")
+            time.sleep(0.2)
 
 
 @dataclass

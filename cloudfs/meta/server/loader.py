@@ -7,12 +7,13 @@ listing and then reuse it (it re-checks freshness after the wait).
 The listing runs without the namespace lock (a 10,000-entry S3 listing takes
 seconds) and is merged under it. A namespace change in that directory while
 the listing was in flight could be undone by merging a stale listing (an
-unlinked object resurrected), so mutations ``bump`` the directories they
-touch and a listing that was overtaken, or whose directory moved (its key
-changed), is taken again; the last try holds the namespace lock throughout,
-so it always finishes. Lock order: directory lock, then namespace lock; never
-the reverse (mutations make directories fresh before taking the namespace
-lock).
+unlinked object resurrected), so mutations report the names they touch
+(``touched``) and the merge leaves those names as the tree has them: the tree
+is newer than the listing there. A listing whose directory moved (its key
+changed, ``bump``) is taken again; the last try holds the namespace lock
+throughout, so it always finishes. Lock order: directory lock, then namespace
+lock; never the reverse (mutations make directories fresh before taking the
+namespace lock).
 """
 
 from __future__ import annotations
@@ -34,14 +35,23 @@ class DirectoryLoader:
         self._ns_lock = ns_lock
         self._dir_locks = KeyedLocks()
         self._guard = threading.Lock()
-        self._in_flight: dict[int, int] = {}  # directory being listed -> mutations seen
+        # directory being listed -> names changed in it meanwhile
+        self._in_flight: dict[int, set[bytes]] = {}
+        self._moved: dict[int, int] = {}  # directory being listed -> moves seen
+
+    def touched(self, parent: int, *names: bytes) -> None:
+        """Record names changed in ``parent`` (call under the namespace lock)."""
+        with self._guard:
+            changed = self._in_flight.get(parent)
+            if changed is not None:
+                changed.update(names)
 
     def bump(self, *inos: int | None) -> None:
-        """Record a namespace change in these directories (call under the namespace lock)."""
+        """Record that these directories moved: a listing of them is taken again."""
         with self._guard:
             for ino in inos:
-                if ino is not None and ino in self._in_flight:
-                    self._in_flight[ino] += 1
+                if ino is not None and ino in self._moved:
+                    self._moved[ino] += 1
 
     def _stale(self, ino: int) -> bool:
         with self._ctx.kv.transaction(write=False) as txn:
@@ -68,18 +78,23 @@ class DirectoryLoader:
         outer: AbstractContextManager[object] = self._ns_lock if final else nullcontext()
         with outer:
             with self._guard:
-                self._in_flight[ino] = 0
+                self._in_flight[ino] = set()
+                self._moved[ino] = 0
             try:
                 key = self._key(ino)
                 listing = list_directory(self._ctx.store, key)
                 with self._ns_lock:
                     with self._guard:
-                        overtaken = self._in_flight[ino] != 0
-                    if not final and (overtaken or self._key(ino) != key):
+                        moved = self._moved[ino] != 0
+                        changed = set(self._in_flight[ino])
+                    if not final and (moved or self._key(ino) != key):
                         return False
                     with self._ctx.kv.transaction(write=True) as txn:
-                        merge_listing(txn, ino, listing, self._ctx.clock(), self._ctx.settings)
+                        merge_listing(
+                            txn, ino, listing, self._ctx.clock(), self._ctx.settings, changed
+                        )
                     return True
             finally:
                 with self._guard:
                     del self._in_flight[ino]
+                    del self._moved[ino]

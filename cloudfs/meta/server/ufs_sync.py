@@ -168,11 +168,22 @@ def _reconcile(
 
 
 def merge_listing(
-    txn: KVTxn, dir_ino: int, listing: Listing, now: int, settings: TreeSettings
+    txn: KVTxn,
+    dir_ino: int,
+    listing: Listing,
+    now: int,
+    settings: TreeSettings,
+    keep: set[bytes] | frozenset[bytes] = frozenset(),
 ) -> None:
-    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``."""
+    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``.
+
+    Names in ``keep`` changed in the tree while the listing was taken: the
+    tree is newer than the listing for them, so they are left alone.
+    """
     tree.load_dir(txn, dir_ino)
-    existing = dict(tree.children(txn, dir_ino))
+    existing = {n: i for n, i in tree.children(txn, dir_ino) if n not in keep}
+    if keep:
+        listing = {n: info for n, info in listing.items() if n not in keep}
     delta = 0
     changed = False
     new_names = sorted(name for name in listing if name not in existing)
