@@ -12,9 +12,11 @@ GiB = 1024 * MiB
 class S3Config:
     endpoint_url: str | None = None
     region: str | None = None
+    # One request waits at most connect_timeout + read_timeout per attempt; with
+    # max_attempts the worst case before EIO is about 3 x 15 s plus back-off.
     connect_timeout: float = 5.0
-    read_timeout: float = 30.0
-    max_attempts: int = 4
+    read_timeout: float = 10.0  # per socket read, not per transfer: large GETs are fine
+    max_attempts: int = 3
     multipart_threshold: int = 64 * MiB
     multipart_chunksize: int = 16 * MiB
 
@@ -32,6 +34,7 @@ class CacheConfig:
 class MountConfig:
     ufs_uri: str
     mountpoint: str
+    store_id: str  # names the default cache dir and salts every block key
     cache: CacheConfig
     s3: S3Config
     meta_ttl: float = 5.0  # seconds before a listed directory is listed again

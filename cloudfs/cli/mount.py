@@ -12,7 +12,7 @@ from cloudfs.cli.daemon import run_detached
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.config import CacheConfig, MountConfig, S3Config
 from cloudfs.errors import UsageError
-from cloudfs.ufs.factory import store_id, validate_uri
+from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
 
 
 def add_parser(commands: Any) -> None:
@@ -27,7 +27,15 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     mount_options.apply_o_options(args)
     validate_uri(args.ufs_uri)
     mountpoint = os.path.realpath(args.mountpoint)
-    cache_dir = args.cache_dir or str(runtime.default_cache_root() / store_id(args.ufs_uri))
+    s3 = S3Config(
+        endpoint_url=args.s3_endpoint,
+        region=args.s3_region,
+        read_timeout=parse_seconds(str(args.s3_timeout)),
+    )
+    # One bucket name on two endpoints is two stores: two caches, two trees.
+    endpoint = configured_endpoint(s3) if args.ufs_uri.startswith("s3:") else None
+    volume_id = store_id(args.ufs_uri, endpoint)
+    cache_dir = args.cache_dir or str(runtime.default_cache_root() / volume_id)
     block_size = parse_size(args.block_size)
     if block_size < 64 * 1024 or block_size > 64 * 1024 * 1024:
         raise UsageError("block size must be between 64K and 64M")
@@ -47,7 +55,8 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             disk_bytes=parse_size(args.cache_size),
             readahead_blocks=max(readahead, 0),
         ),
-        s3=S3Config(endpoint_url=args.s3_endpoint, region=args.s3_region),
+        s3=s3,
+        store_id=volume_id,
         meta_ttl=parse_seconds(str(args.meta_ttl)),
         read_only=bool(args.read_only),
         allow_other=bool(args.allow_other),

@@ -30,6 +30,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "dir_mode": ("dir_mode", True),
     "s3_endpoint": ("s3_endpoint", True),
     "s3_region": ("s3_region", True),
+    "s3_timeout": ("s3_timeout", True),
     "log_file": ("log_file", True),
     "metrics": ("metrics", True),
 }
@@ -75,6 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir-mode", default="0755", help="mode of UFS directories (0755)")
     p.add_argument("--s3-endpoint", help="S3 endpoint URL (default: AWS config/environment)")
     p.add_argument("--s3-region", help="S3 region (default: AWS config/environment)")
+    p.add_argument(
+        "--s3-timeout",
+        default="10",
+        help="seconds an S3 request may wait for "
+        "data before it is retried (3 attempts, then EIO) (10)",
+    )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     p.add_argument("--log-file", help="log file (default: CACHE_DIR/cloudfs.log in background)")
     p.add_argument("--debug", action="store_true", help="verbose logging")  # fmt: skip

@@ -20,7 +20,7 @@ from cloudfs.fuse import session
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.meta.embedded import open_embedded
 from cloudfs.metrics import Metrics
-from cloudfs.ufs.factory import open_store, store_id
+from cloudfs.ufs.factory import open_store
 from cloudfs.vfs.core import Vfs
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics)
     disk = DiskBlockCache(os.path.join(cache_dir, "blocks"), config.cache.disk_bytes, metrics)
     reader = ObjectReader(
-        store, memory, disk, config.cache, metrics, store_id(config.ufs_uri),
+        store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32),
     )  # fmt: skip
     staging = os.path.join(cache_dir, "staging")

@@ -28,7 +28,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import trio  # trio 0.22 ships no py.typed
+import trio
 
 from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.singleflight import Flight, FlightAbandoned
@@ -36,13 +36,17 @@ from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consecutive_runs
 from cloudfs.data.loader import BlockLoader, Claimed
 from cloudfs.data.prefetch import ReadCursor
-from cloudfs.errors import InvalidArgument
+from cloudfs.errors import InvalidArgument, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.interface import ObjectStore
 
 __all__ = ["ObjectReader", "ReadCursor"]  # ReadCursor lives in prefetch.py; re-exported here
 
 log = logging.getLogger(__name__)
+
+
+# A read of an object whose fetch failed less than this long ago fails at once.
+FAIL_FAST_SECONDS = 2.0
 
 
 class ObjectReader:
@@ -62,6 +66,7 @@ class ObjectReader:
             raise ValueError("block_size must be positive")
         self._bs = config.block_size
         self._loader = BlockLoader(store, memory, disk, self._bs, metrics, store_id, limiter)
+        self._recent_failures: dict[str, float] = {}  # object key -> trio time of failure
         self._memory = memory
         self._flights = self._loader.flights
         self._max_window = max(0, config.readahead_blocks)
@@ -206,7 +211,7 @@ class ObjectReader:
                 assert mine is not None  # nothing awaited since get(): still free
                 claimed.append((index, mine))
             if claimed:
-                found.update(await self._loader.load(ref, claimed, prefetch=False, to_memory=True))
+                found.update(await self._load_or_fail_fast(ref, claimed))
             retry = []
             for index, flight in waits:
                 try:
@@ -215,6 +220,28 @@ class ObjectReader:
                     retry.append(index)
             todo = retry
         return [found[index] for index in indexes]
+
+    async def _load_or_fail_fast(self, ref: ObjectRef, claimed: Claimed) -> dict[int, bytes]:
+        """Load blocks from the store, unless it just failed for this object.
+
+        After a failed read-ahead the kernel retries the read at once; without
+        this, a dead endpoint would cost every read() two full rounds of
+        timeouts and retries instead of one.
+        """
+        failed_at = self._recent_failures.get(ref.key)
+        if failed_at is not None and trio.current_time() - failed_at < FAIL_FAST_SECONDS:
+            for _index, flight in claimed:
+                flight.abandon()
+            raise RemoteIOError(f"{ref.key!r}: the object store failed moments ago")
+        try:
+            loaded = await self._loader.load(ref, claimed, prefetch=False, to_memory=True)
+        except RemoteIOError:
+            self._recent_failures[ref.key] = trio.current_time()
+            if len(self._recent_failures) > 1024:
+                self._recent_failures.clear()
+            raise
+        self._recent_failures.pop(ref.key, None)
+        return loaded
 
     # -- read-ahead -----------------------------------------------------------
 

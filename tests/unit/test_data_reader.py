@@ -19,7 +19,7 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef, block_key
 from cloudfs.data.prefetch import ReadCursor
-from cloudfs.data.reader import ObjectReader
+from cloudfs.data.reader import FAIL_FAST_SECONDS, ObjectReader
 from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError
 from cloudfs.metrics import Metrics
 from tests.unit.test_data_fake_store import FakeStore
@@ -233,6 +233,13 @@ def test_store_errors_propagate_unchanged_and_do_not_stick() -> None:
         with pytest.raises(RemoteIOError) as caught:
             await reader.read(ref, 0, 10)
         assert caught.value is error
+        # right after a failure the same object fails fast (the kernel retries a
+        # failed read-ahead at once; one round of timeouts is enough) ...
+        with pytest.raises(RemoteIOError):
+            await reader.read(ref, 0, 10)
+        assert rig.store.calls["get_range"] == 1
+        # ... and a moment later it is fetched again
+        await trio.sleep(FAIL_FAST_SECONDS + 0.1)
         assert await reader.read(ref, 0, 10) == payload(3 * BS)[:10]
         with pytest.raises(NotFound):
             await reader.read(ObjectRef("gone", "e", 10), 0, 10)

@@ -18,15 +18,20 @@ namespace lock).
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import AbstractContextManager, nullcontext
 
+from cloudfs.errors import RemoteIOError
 from cloudfs.meta.server import tree
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.locks import KeyedLocks
 from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
 
 OPTIMISTIC_TRIES = 2
+RETRY_AFTER_FAILURE_NS = 5_000_000_000
+
+log = logging.getLogger(__name__)
 
 
 class DirectoryLoader:
@@ -38,6 +43,7 @@ class DirectoryLoader:
         # directory being listed -> names changed in it meanwhile
         self._in_flight: dict[int, set[bytes]] = {}
         self._moved: dict[int, int] = {}  # directory being listed -> moves seen
+        self._retry_at: dict[int, int] = {}  # directory whose listing failed -> next try
 
     def touched(self, parent: int, *names: bytes) -> None:
         """Record names changed in ``parent`` (call under the namespace lock)."""
@@ -63,16 +69,38 @@ class DirectoryLoader:
             return tree.key_of(txn, ino)
 
     def ensure_fresh(self, ino: int) -> None:
-        """List directory ``ino`` from the UFS if stale (``NotADirectory``, ``NotFound``)."""
+        """List directory ``ino`` from the UFS if stale (``NotADirectory``, ``NotFound``).
+
+        If the UFS cannot be listed (``RemoteIOError``) and the directory was
+        listed before, the tree's last view is served, with a warning, and the
+        listing is not tried again for ``RETRY_AFTER_FAILURE_NS``: an outage of
+        the object store must not turn every cached file into EIO.
+        """
         if not self._stale(ino):
             return
+        with self._guard:
+            if self._retry_at.get(ino, 0) > self._ctx.clock():
+                return
         with self._dir_locks.hold(ino):
-            for attempt in range(OPTIMISTIC_TRIES + 1):
-                if not self._stale(ino):
-                    return
-                final = attempt == OPTIMISTIC_TRIES
-                if self._try_load(ino, final):
-                    return
+            try:
+                for attempt in range(OPTIMISTIC_TRIES + 1):
+                    if not self._stale(ino):
+                        return
+                    final = attempt == OPTIMISTIC_TRIES
+                    if self._try_load(ino, final):
+                        with self._guard:
+                            self._retry_at.pop(ino, None)
+                        return
+            except RemoteIOError as e:
+                if not self._listed_before(ino):
+                    raise
+                log.warning("listing directory %d failed, serving the last listing: %s", ino, e)
+                with self._guard:
+                    self._retry_at[ino] = self._ctx.clock() + RETRY_AFTER_FAILURE_NS
+
+    def _listed_before(self, ino: int) -> bool:
+        with self._ctx.kv.transaction(write=False) as txn:
+            return tree.load_dir(txn, ino).loaded_at_ns != 0
 
     def _try_load(self, ino: int, final: bool) -> bool:
         outer: AbstractContextManager[object] = self._ns_lock if final else nullcontext()
