@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.support.meta_world import WORLD_KINDS, MetaWorld, make_world
 from tests.support.servers import S3Server, running_s3_server
 
 _bucket_names = itertools.count()
@@ -25,3 +27,11 @@ def s3_bucket(s3_server: S3Server) -> str:
     name = f"test-bucket-{next(_bucket_names)}"
     s3_server.client().create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(params=WORLD_KINDS)
+def w(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
+    """A Meta implementation over one engine and store (the Meta suites' fixture)."""
+    world = make_world(request.param, str(tmp_path))
+    yield world
+    world.meta.close()

@@ -10,32 +10,16 @@ from __future__ import annotations
 
 import stat
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from cloudfs import errors
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.types import ROOT_INODE, AttrChanges, InodeId
-from tests.support.meta_world import TTL, WORLD_KINDS, MetaWorld, make_world
+from tests.support.meta_world import TTL, MetaWorld, mkfile
 
 R = ROOT_INODE
-
-
-@pytest.fixture(params=WORLD_KINDS)
-def w(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
-    world = make_world(request.param, str(tmp_path))
-    yield world
-    world.meta.close()
-
-
-def mkfile(w: MetaWorld, parent: InodeId, name: bytes, data: bytes | None = b"x") -> InodeId:
-    """Create a file through the mount, uploaded unless ``data`` is None."""
-    ino = w.meta.create(parent, name, stat.S_IFREG | 0o600, 1, 2).inode
-    if data is not None:
-        w.upload(ino, data)
-    return ino
 
 
 # -- reading what the UFS holds ----------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -109,3 +110,11 @@ def make_world(kind: str, tmp_dir: str) -> MetaWorld:
         )
 
     return MetaWorld(make_meta(), store, clock, make_meta, persistent=kind != "memory-kv")
+
+
+def mkfile(w: MetaWorld, parent: InodeId, name: bytes, data: bytes | None = b"x") -> InodeId:
+    """Create a file through the mount, uploaded unless ``data`` is None."""
+    ino = w.meta.create(parent, name, stat.S_IFREG | 0o600, 1, 2).inode
+    if data is not None:
+        w.upload(ino, data)
+    return ino

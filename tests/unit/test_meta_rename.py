@@ -6,33 +6,14 @@ LmdbKV over the memory store, and LMDB over ``LocalObjectStore`` when present.
 
 from __future__ import annotations
 
-import stat
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from cloudfs import errors
 from cloudfs.meta.interface import RENAME_EXCHANGE, RENAME_NOREPLACE
-from cloudfs.types import ROOT_INODE, InodeId
-from tests.support.meta_world import WORLD_KINDS, MetaWorld, make_world
+from cloudfs.types import ROOT_INODE
+from tests.support.meta_world import MetaWorld, mkfile
 
 R = ROOT_INODE
-
-
-@pytest.fixture(params=WORLD_KINDS)
-def w(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
-    world = make_world(request.param, str(tmp_path))
-    yield world
-    world.meta.close()
-
-
-def mkfile(w: MetaWorld, parent: InodeId, name: bytes, data: bytes | None = b"x") -> InodeId:
-    """Create a file through the mount, uploaded unless ``data`` is None."""
-    ino = w.meta.create(parent, name, stat.S_IFREG | 0o600, 1, 2).inode
-    if data is not None:
-        w.upload(ino, data)
-    return ino
 
 
 def test_rename_file_moves_object(w: MetaWorld) -> None:
