@@ -142,6 +142,20 @@ def test_local_dir_missing(place: Path) -> None:
     assert not _is_mounted(place / "mnt")
 
 
+def test_no_dev_fuse(place: Path) -> None:
+    """In a mount namespace whose /dev has no fuse device (a container without it)."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare(1) and root to hide /dev/fuse in a private mount namespace")
+    cli = " ".join(CLI + mount_args(place, f"file://{place}"))
+    script = f"mount -t tmpfs tmpfs /dev && exec {cli}"
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert_one_line_error(result, "/dev/fuse")
+    assert result.returncode == 1
+
+
 def test_umount_of_a_path_that_is_not_mounted(place: Path) -> None:
     result = run_cli("umount", str(place / "mnt"))
     assert result.returncode == 2
