@@ -1,7 +1,8 @@
 """File contents through the mount: open, read, write, truncate, flush, release.
 
 Reads of a clean file go to the block cache (``ObjectReader``) under the
-object's identity captured at open. The first write (or truncate) gives the
+object's identity (key, ETag) resolved at open, and again after a rename or
+unlink in the mount moved objects around. The first write (or truncate) gives the
 inode a staged copy on local disk, copy-on-write over the UFS object; flush,
 fsync and release upload the whole staged copy (write-through) and record the
 new ETag in the tree. Close-to-open: an open after a close sees the new bytes.
@@ -84,9 +85,6 @@ class FileIO:
         return replace(
             attr, size=oi.staged.size, mtime_ns=mtime, ctime_ns=max(mtime, attr.ctime_ns)
         )
-
-    def is_open(self, inode: InodeId) -> bool:
-        return inode in self._open
 
     # -- open / release ----------------------------------------------------
 
