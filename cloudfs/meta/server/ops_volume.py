@@ -10,8 +10,8 @@ the embedded LMDB engine (a shared engine will need per-session counts).
 from __future__ import annotations
 
 from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.ufs_sync import new_record
 from cloudfs.types import ROOT_INODE
 
 
@@ -20,17 +20,8 @@ def init_volume(ctx: TreeContext) -> None:
     s = ctx.settings
     with ctx.kv.transaction(write=True) as txn:
         if tree.find(txn, ROOT_INODE) is None:
-            root = InodeRecord(
-                mode=s.dir_type_mode,
-                nlink=2,
-                uid=s.default_uid,
-                gid=s.default_gid,
-                size=0,
-                atime_ns=now,
-                mtime_ns=now,
-                ctime_ns=now,
-                ufs=True,
-            )
+            # the root is the UFS root: a directory as a listing would reveal it
+            root = new_record(None, 0, b"", now, s)
             tree.save(txn, ROOT_INODE, root)
             txn.put(codec.NEXT_INODE_KEY, codec.u64(tree.FIRST_FREE_INODE))
             txn.put(codec.INODE_COUNT_KEY, codec.u64(1))
