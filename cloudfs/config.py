@@ -28,6 +28,9 @@ class CacheConfig:
     memory_bytes: int = 256 * MiB
     disk_bytes: int = 10 * GiB
     readahead_blocks: int = 4
+    disk_dirs: tuple[str, ...] = ()  # block cache directories; () = <cache_dir>/blocks
+    free_space_ratio: float = 0.1  # keep this fraction of each cache filesystem free
+    policy: str = "tinylfu"  # disk-tier admission: "tinylfu" (scan-resistant) or "lru"
 
 
 @dataclass(frozen=True, slots=True)

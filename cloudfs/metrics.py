@@ -67,5 +67,15 @@ class Metrics:
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
         )
         self.prefetch_bytes = Counter(
-            "cloudfs_prefetch_bytes", "Bytes fetched ahead of sequential readers", registry=r
+            "cloudfs_prefetch_bytes", "Bytes fetched ahead of readers or by warm-up", registry=r
+        )
+        self.prefetch_used_bytes = Counter(
+            "cloudfs_prefetch_used_bytes",
+            "Prefetched bytes in memory that a read was then served from",
+            registry=r,
+        )
+        self.prefetch_wasted_bytes = Counter(
+            "cloudfs_prefetch_wasted_bytes",
+            "Prefetched bytes the memory tier dropped before any read used them",
+            registry=r,
         )

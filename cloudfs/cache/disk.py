@@ -1,25 +1,32 @@
-"""DiskBlockCache: the local-SSD tier, one checksummed file per block.
+"""DiskBlockCache: the local-SSD tier, one checksummed file per block (``blockfile.py``).
 
-Layout: ``<directory>/<key[:2]>/<key>``. Each file is a 16-byte header
-(magic ``CFB1``, crc32 of the payload, payload length) followed by the payload.
+Layout: ``<directory>/<key[:2]>/<key>``, the block files spread over one or
+more directories (one per SSD) by a hash of the key; ``capacity_bytes`` is
+split evenly between them.
 
 Why this shape:
 
-* Writes go to a temp file in the same sub-directory and are renamed into
-  place, so a reader sees the old file, the new file, or none -- never half of
-  one. We do not fsync: after a crash a renamed-but-unflushed file may be empty
-  or torn, and the crc32 checked on *every* read turns that (and any bit rot)
-  into a miss; the damaged file is deleted and the block is fetched again.
-* The LRU index lives in memory and is rebuilt at start-up by scanning the
-  directory (oldest mtime first), so a remount starts warm. Headers are not
+* The crc32 of ``blockfile`` is checked on *every* read: a torn, truncated or
+  rotten file is a miss; the file is deleted and the block fetched again.
+* The index lives in memory and is rebuilt at start-up by scanning the
+  directories (oldest mtime first), so a remount starts warm. Headers are not
   read during the scan (start-up stays O(files)); damage is found on first use.
-  Leftover ``*.tmp`` files from a crash are removed by the scan.
-* Capacity counts bytes on disk (header included). Least-recently-used files
-  are deleted to make room; a block bigger than the capacity is declined.
+  Leftover ``*.tmp`` files from a crash, and blocks in a directory that no
+  longer owns their hash (the directory list changed), are removed.
+* Capacity counts bytes on disk (header included). Which block leaves to make
+  room is the least recently used one; whether a new block may push it out is
+  the ``Admission`` policy's call (``admission.py``: TinyLFU by default, so a
+  dataset scanned every epoch keeps the part that fits instead of thrashing).
+  Only ``get`` counts as an access (a miss and the put that follows it are one
+  request for the block), so a block put without ever being read, as warm-up
+  does, gets in only where it displaces nothing that was read.
+* ``min_free_ratio`` is a floor of free space on each directory's filesystem:
+  a put that would go below it first evicts our own blocks, and is declined if
+  that is not enough (the disk is full of other people's files).
 
 Thread-safe: the index is guarded by one lock, file reads and writes happen
-outside it. The constructor scans the directory, so build it before starting
-trio or through ``trio.to_thread.run_sync``. One directory belongs to one
+outside it. The constructor scans the directories, so build it before starting
+trio or through ``trio.to_thread.run_sync``. A directory belongs to one
 ``DiskBlockCache`` at a time (the index is not shared between processes).
 
 I/O errors (disk full, EIO) never escape: ``put`` logs and declines the block,
@@ -30,65 +37,99 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import struct
 import threading
 import uuid
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 
+from cloudfs.cache.admission import Admission, AdmitAll
+from cloudfs.cache.blockfile import (
+    HEADER_SIZE,
+    KEY_RE,
+    TMP_SUFFIX,
+    check_key,
+    read_verified,
+    unlink_quietly,
+    write_block,
+)
 from cloudfs.cache.counters import TierCounters
 from cloudfs.cache.interface import TierStats
 from cloudfs.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-_MAGIC = b"CFB1"
-_HEADER = struct.Struct(">4sIQ")  # magic, crc32, payload length
-HEADER_SIZE = _HEADER.size
-_TMP_SUFFIX = ".tmp"
-_KEY_RE = re.compile(r"[0-9A-Za-z_-]{2,200}")
+__all__ = ["HEADER_SIZE", "DiskBlockCache"]
+
+
+class _Shard:
+    """One cache directory: its LRU index (key -> file size, LRU first) and its share."""
+
+    __slots__ = ("bytes", "capacity", "directory", "index")
+
+    def __init__(self, directory: str, capacity: int) -> None:
+        self.directory = directory
+        self.capacity = capacity
+        self.index: OrderedDict[str, int] = OrderedDict()
+        self.bytes = 0
 
 
 class DiskBlockCache:
     def __init__(
-        self, directory: str, capacity_bytes: int, metrics: Metrics, tier: str = "disk"
+        self,
+        directories: Sequence[str],
+        capacity_bytes: int,
+        metrics: Metrics,
+        tier: str = "disk",
+        *,
+        admission: Admission | None = None,
+        min_free_ratio: float = 0.0,
+        statvfs: Callable[[str], os.statvfs_result] = os.statvfs,
     ) -> None:
         if capacity_bytes < 0:
             raise ValueError("capacity_bytes must be >= 0")
-        self._dir = directory
+        if not directories:
+            raise ValueError("at least one cache directory is needed")
+        if not 0.0 <= min_free_ratio < 1.0:
+            raise ValueError("min_free_ratio must be in [0, 1)")
+        share = capacity_bytes // len(directories)
+        self._shards = [_Shard(d, share) for d in directories]
         self._tier = tier
-        self._capacity = capacity_bytes
+        self._admission = admission or AdmitAll()
+        self._min_free = min_free_ratio
+        self._statvfs = statvfs
         self._lock = threading.Lock()
-        self._index: OrderedDict[str, int] = OrderedDict()  # key -> file size; LRU first
-        self._counters = TierCounters(metrics, tier, capacity_bytes)
-        os.makedirs(directory, exist_ok=True)
-        self._rebuild_index()
+        self._counters = TierCounters(metrics, tier, share * len(directories))
+        for shard in self._shards:
+            os.makedirs(shard.directory, exist_ok=True)
+            self._rebuild_index(shard)
 
     @property
     def tier(self) -> str:
         return self._tier
 
     @property
-    def directory(self) -> str:
-        return self._dir
+    def directories(self) -> list[str]:
+        return [shard.directory for shard in self._shards]
 
     def path_of(self, key: str) -> str:
         """Where the block ``key`` lives on disk (tests corrupt it on purpose)."""
-        _check_key(key)
-        return os.path.join(self._dir, key[:2], key)
+        check_key(key)
+        return os.path.join(self._shard(key).directory, key[:2], key)
 
     def get(self, key: str, size_hint: int = 0) -> bytes | None:
         path = self.path_of(key)
+        shard = self._shard(key)
         with self._lock:
-            if key not in self._index:
+            self._admission.record(key)
+            if key not in shard.index:
                 self._counters.miss(size_hint)
                 return None
-            self._index.move_to_end(key)
-        data = _read_verified(path)
+            shard.index.move_to_end(key)
+        data = read_verified(path)
         with self._lock:
             if data is None:
-                self._drop(key, evicted=False)
+                self._drop(shard, key, evicted=False)
                 self._counters.miss(size_hint)
                 return None
             self._counters.hit(len(data))
@@ -96,32 +137,40 @@ class DiskBlockCache:
 
     def put(self, key: str, data: bytes) -> None:
         path = self.path_of(key)
+        shard = self._shard(key)
         size = HEADER_SIZE + len(data)
-        if size > self._capacity:
-            return
-        tmp = f"{path}.{uuid.uuid4().hex}{_TMP_SUFFIX}"
-        try:
-            _write_block(path, tmp, data)
-        except OSError as exc:
-            log.warning("disk cache: cannot write block %s: %s", key, exc)
-            _unlink_quietly(tmp)
+        if size > shard.capacity:
             return
         with self._lock:
-            old = self._index.pop(key, None)
+            if not self._admits(shard, key, size):
+                return
+        if not self._free_space_for(shard, size):
+            return
+        tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
+        try:
+            write_block(path, tmp, data)
+        except OSError as exc:
+            log.warning("disk cache: cannot write block %s: %s", key, exc)
+            unlink_quietly(tmp)
+            return
+        with self._lock:
+            old = shard.index.pop(key, None)
             if old is not None:
+                shard.bytes -= old
                 self._counters.removed(old, evicted=False)
-            self._make_room(size)
-            self._index[key] = size
+            self._make_room(shard, size)
+            shard.index[key] = size
+            shard.bytes += size
             self._counters.added(size)
 
     def discard(self, key: str) -> None:
         self.path_of(key)  # validates the key
         with self._lock:
-            self._drop(key, evicted=False)
+            self._drop(self._shard(key), key, evicted=False)
 
     def contains(self, key: str) -> bool:
         with self._lock:
-            return key in self._index
+            return key in self._shard(key).index
 
     def stats(self) -> TierStats:
         with self._lock:
@@ -129,107 +178,91 @@ class DiskBlockCache:
 
     # -- internals (callers hold self._lock unless noted) --------------------
 
-    def _make_room(self, size: int) -> None:
-        while self._index and self._counters.bytes + size > self._capacity:
-            victim = next(iter(self._index))
-            self._drop(victim, evicted=True)
+    def _shard(self, key: str) -> _Shard:
+        if len(self._shards) == 1:
+            return self._shards[0]
+        return self._shards[zlib.crc32(key.encode()) % len(self._shards)]
 
-    def _drop(self, key: str, *, evicted: bool) -> None:
-        size = self._index.pop(key, None)
+    def _admits(self, shard: _Shard, key: str, size: int) -> bool:
+        """Whether every block ``key`` would push out of ``shard`` may be pushed out by it."""
+        if key in shard.index:
+            return True  # a rewrite of a cached block
+        need = shard.bytes + size - shard.capacity
+        for victim, victim_size in shard.index.items():
+            if need <= 0:
+                break
+            if not self._admission.admit(key, victim):
+                return False
+            need -= victim_size
+        return True
+
+    def _free_space_for(self, shard: _Shard, size: int) -> bool:
+        """Keep the filesystem's free-space floor: evict our blocks, or decline (no lock held)."""
+        if self._min_free <= 0:
+            return True
+        try:
+            st = self._statvfs(shard.directory)
+        except OSError:
+            return True
+        free = st.f_bavail * st.f_frsize
+        deficit = int(self._min_free * st.f_blocks * st.f_frsize) - (free - size)
+        with self._lock:
+            while deficit > 0 and shard.index:
+                victim, victim_size = next(iter(shard.index.items()))
+                self._drop(shard, victim, evicted=True)
+                deficit -= victim_size
+        if deficit > 0:
+            log.info("disk cache: %s is below its free-space floor", shard.directory)
+            return False
+        return True
+
+    def _make_room(self, shard: _Shard, size: int) -> None:
+        while shard.index and shard.bytes + size > shard.capacity:
+            self._drop(shard, next(iter(shard.index)), evicted=True)
+
+    def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:
+        size = shard.index.pop(key, None)
         if size is None:
             return
+        shard.bytes -= size
         self._counters.removed(size, evicted=evicted)
-        _unlink_quietly(os.path.join(self._dir, key[:2], key))
+        unlink_quietly(os.path.join(shard.directory, key[:2], key))
 
-    def _rebuild_index(self) -> None:
-        """Scan the directory (constructor only, no lock needed yet)."""
+    def _rebuild_index(self, shard: _Shard) -> None:
+        """Scan one directory (constructor only)."""
         found: list[tuple[int, str, int]] = []
-        with os.scandir(self._dir) as subdirs:
+        with os.scandir(shard.directory) as subdirs:
             for sub in subdirs:
                 if len(sub.name) != 2 or not sub.is_dir(follow_symlinks=False):
                     continue
                 with os.scandir(sub.path) as files:
                     for entry in files:
-                        self._scan_entry(sub.name, entry, found)
+                        self._scan_entry(shard, sub.name, entry, found)
         found.sort()
-        for _, key, size in found:
-            self._index[key] = size
-            self._counters.added(size)
         with self._lock:
-            self._make_room(0)
+            for _, key, size in found:
+                shard.index[key] = size
+                shard.bytes += size
+                self._counters.added(size)
+            self._make_room(shard, 0)
 
-    @staticmethod
     def _scan_entry(
-        prefix: str, entry: os.DirEntry[str], found: list[tuple[int, str, int]]
+        self,
+        shard: _Shard,
+        prefix: str,
+        entry: os.DirEntry[str],
+        found: list[tuple[int, str, int]],
     ) -> None:
-        if entry.name.endswith(_TMP_SUFFIX):
-            _unlink_quietly(entry.path)
+        if entry.name.endswith(TMP_SUFFIX):
+            unlink_quietly(entry.path)
             return
-        if not _KEY_RE.fullmatch(entry.name) or entry.name[:2] != prefix:
+        if not KEY_RE.fullmatch(entry.name) or entry.name[:2] != prefix:
             return
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             return
-        if st.st_size < HEADER_SIZE:
-            _unlink_quietly(entry.path)
+        if st.st_size < HEADER_SIZE or self._shard(entry.name) is not shard:
+            unlink_quietly(entry.path)
             return
         found.append((st.st_mtime_ns, entry.name, st.st_size))
-
-
-def _check_key(key: str) -> None:
-    if not _KEY_RE.fullmatch(key):
-        raise ValueError(f"invalid block key {key!r}")
-
-
-def _write_block(path: str, tmp: str, data: bytes) -> None:
-    header = _HEADER.pack(_MAGIC, zlib.crc32(data), len(data))
-    try:
-        f = open(tmp, "wb")  # noqa: SIM115 - retried below after creating the directory
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(tmp), exist_ok=True)
-        f = open(tmp, "wb")  # noqa: SIM115
-    with f:
-        f.write(header)
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def _read_verified(path: str) -> bytes | None:
-    """The payload of a block file, or None if it is missing, torn or corrupt."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(HEADER_SIZE)
-            if len(header) != HEADER_SIZE:
-                _report_corrupt(path, "short header")
-                return None
-            magic, crc, length = _HEADER.unpack(header)
-            if magic != _MAGIC:
-                _report_corrupt(path, "bad magic")
-                return None
-            if os.fstat(f.fileno()).st_size != HEADER_SIZE + length:
-                _report_corrupt(path, "wrong length")
-                return None
-            data = f.read(length)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("disk cache: cannot read %s: %s", path, exc)
-        return None
-    if len(data) != length or zlib.crc32(data) != crc:
-        _report_corrupt(path, "checksum mismatch")
-        return None
-    return data
-
-
-def _report_corrupt(path: str, why: str) -> None:
-    log.warning("disk cache: dropping damaged block file %s (%s)", path, why)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.warning("disk cache: cannot remove %s: %s", path, exc)

@@ -6,13 +6,16 @@ asks for. Every operation is O(1) under one ``threading.Lock`` and does no I/O,
 so the trio thread may call it directly.
 
 Capacity counts payload bytes. A block larger than the whole capacity is
-declined rather than allowed to flush everything else.
+declined rather than allowed to flush everything else. ``on_drop(key)`` is
+called, under the lock, for every block evicted or discarded (the prefetch
+ledger counts unread ones as wasted); it must be cheap and must not call back.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from cloudfs.cache.counters import TierCounters
 from cloudfs.cache.interface import TierStats
@@ -20,7 +23,14 @@ from cloudfs.metrics import Metrics
 
 
 class MemoryBlockCache:
-    def __init__(self, capacity_bytes: int, metrics: Metrics, tier: str = "memory") -> None:
+    def __init__(
+        self,
+        capacity_bytes: int,
+        metrics: Metrics,
+        tier: str = "memory",
+        *,
+        on_drop: Callable[[str], None] | None = None,
+    ) -> None:
         if capacity_bytes < 0:
             raise ValueError("capacity_bytes must be >= 0")
         self._tier = tier
@@ -28,6 +38,7 @@ class MemoryBlockCache:
         self._lock = threading.Lock()
         self._blocks: OrderedDict[str, bytes] = OrderedDict()  # LRU first, MRU last
         self._counters = TierCounters(metrics, tier, capacity_bytes)
+        self._on_drop = on_drop or (lambda key: None)
 
     @property
     def tier(self) -> str:
@@ -52,8 +63,9 @@ class MemoryBlockCache:
             if old is not None:
                 self._counters.removed(len(old), evicted=False)
             while self._blocks and self._counters.bytes + len(data) > self._capacity:
-                _, victim = self._blocks.popitem(last=False)
+                victim_key, victim = self._blocks.popitem(last=False)
                 self._counters.removed(len(victim), evicted=True)
+                self._on_drop(victim_key)
             self._blocks[key] = data
             self._counters.added(len(data))
 
@@ -62,6 +74,7 @@ class MemoryBlockCache:
             old = self._blocks.pop(key, None)
             if old is not None:
                 self._counters.removed(len(old), evicted=False)
+                self._on_drop(key)
 
     def contains(self, key: str) -> bool:
         with self._lock:

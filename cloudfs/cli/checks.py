@@ -59,8 +59,11 @@ def check_fuse_device() -> None:
 
 def lock_cache_dir(cache_dir: str) -> IO[bytes]:
     """Hold the cache directory for this mount: two mounts must not share one tree."""
-    os.makedirs(cache_dir, exist_ok=True)
-    f = open(os.path.join(cache_dir, "lock"), "ab")  # noqa: SIM115 - held for the mount's life
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        f = open(os.path.join(cache_dir, "lock"), "ab")  # noqa: SIM115 - held for the mount's life
+    except OSError as e:
+        raise StartupError(f"cannot use cache directory {cache_dir}: {e.strerror}") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any
 
+from cloudfs.cache.admission import POLICIES
 from cloudfs.cli import checks, mount_options, runtime
 from cloudfs.cli.daemon import run_detached
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
@@ -39,12 +40,18 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     block_size = parse_size(args.block_size)
     if block_size < 64 * 1024 or block_size > 64 * 1024 * 1024:
         raise UsageError("block size must be between 64K and 64M")
+    if args.cache_policy not in POLICIES:
+        raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     try:
         readahead = int(args.readahead_blocks)
+        free_space_ratio = float(args.free_space_ratio)
         uid = int(args.uid) if args.uid is not None else os.getuid()
         gid = int(args.gid) if args.gid is not None else os.getgid()
     except ValueError as e:
         raise UsageError(f"expected a number: {e}") from None
+    if not 0.0 <= free_space_ratio < 1.0:
+        raise UsageError("--free-space-ratio must be at least 0 and below 1")
+    block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
     return MountConfig(
         ufs_uri=args.ufs_uri,
         mountpoint=mountpoint,
@@ -54,6 +61,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             memory_bytes=parse_size(args.memory_cache_size),
             disk_bytes=parse_size(args.cache_size),
             readahead_blocks=max(readahead, 0),
+            disk_dirs=block_dirs,
+            free_space_ratio=free_space_ratio,
+            policy=args.cache_policy,
         ),
         s3=s3,
         store_id=volume_id,

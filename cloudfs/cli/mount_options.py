@@ -20,6 +20,9 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "debug": ("debug", False),
     "cache_dir": ("cache_dir", True),
     "cache_size": ("cache_size", True),
+    "block_cache_dirs": ("block_cache_dirs", True),
+    "free_space_ratio": ("free_space_ratio", True),
+    "cache_policy": ("cache_policy", True),
     "memory_cache_size": ("memory_cache_size", True),
     "block_size": ("block_size", True),
     "readahead_blocks": ("readahead_blocks", True),
@@ -59,6 +62,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "/var/cache/cloudfs or ~/.cache/cloudfs)",
     )
     p.add_argument("--cache-size", default="10G", help="disk block cache limit (10G)")
+    p.add_argument(
+        "--block-cache-dirs",
+        metavar="DIR[:DIR...]",
+        help="disk block cache directories, e.g. one per SSD; --cache-size is split "
+        "evenly (default: CACHE_DIR/blocks)",
+    )
+    p.add_argument(
+        "--free-space-ratio",
+        default="0.1",
+        help="fraction of each block cache filesystem kept free (0.1)",
+    )
+    p.add_argument(
+        "--cache-policy",
+        default="tinylfu",
+        help="disk cache admission: tinylfu (scan-resistant: a dataset larger than the "
+        "cache keeps the part that fits) or lru (tinylfu)",
+    )
     p.add_argument("--memory-cache-size", default="256M", help="memory block cache limit (256M)")
     p.add_argument("--block-size", default="4M", help="cache block size (4M)")
     p.add_argument("--readahead-blocks", default="8", help="read-ahead window in blocks (8)")

@@ -5,15 +5,18 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import IO
 
 import pyfuse3
 import trio
 from prometheus_client import start_http_server
 
+from cloudfs.cache.admission import make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.config import MountConfig
+from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
 from cloudfs.errors import UsageError
 from cloudfs.fuse import session
@@ -33,18 +36,19 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     directory, the mount itself) fails here, before the caller detaches.
     """
     cache_dir = config.cache.cache_dir
-    lock = checks.lock_cache_dir(cache_dir)
+    locks = [checks.lock_cache_dir(d) for d in (cache_dir, *config.cache.disk_dirs)]
     store = open_store(config.ufs_uri, config.s3)
     store.check()
     meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
     metrics = Metrics()
     if config.metrics_address:
         _serve_metrics(config.metrics_address, metrics)
-    memory = MemoryBlockCache(config.cache.memory_bytes, metrics)
-    disk = DiskBlockCache(os.path.join(cache_dir, "blocks"), config.cache.disk_bytes, metrics)
+    ledger = PrefetchLedger(metrics)
+    memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
+    disk = _disk_tier(config, metrics)
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
-        trio.CapacityLimiter(32),
+        trio.CapacityLimiter(32), ledger=ledger,
     )  # fmt: skip
     staging = os.path.join(cache_dir, "staging")
     os.makedirs(staging, exist_ok=True)
@@ -69,7 +73,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         session.start(ops, config.mountpoint, options)
     except BaseException:
         meta.close()
-        lock.close()
+        _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
@@ -84,12 +88,29 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             session.stop(unmount=signalled)
         finally:
             meta.close()
-            lock.close()
+            _close_all(locks)
             pid_path.unlink(missing_ok=True)
             log.info("unmounted %s", config.mountpoint)
         return 0
 
     return serve
+
+
+def _close_all(locks: list[IO[bytes]]) -> None:
+    for lock in locks:
+        lock.close()
+
+
+def _disk_tier(config: MountConfig, metrics: Metrics) -> DiskBlockCache:
+    cache = config.cache
+    directories = cache.disk_dirs or (os.path.join(cache.cache_dir, "blocks"),)
+    return DiskBlockCache(
+        directories,
+        cache.disk_bytes,
+        metrics,
+        admission=make_admission(cache.policy, cache.disk_bytes // cache.block_size),
+        min_free_ratio=cache.free_space_ratio,
+    )
 
 
 def _serve_metrics(address: str, metrics: Metrics) -> None:

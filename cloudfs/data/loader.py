@@ -29,6 +29,7 @@ import trio  # trio 0.22 ships no py.typed
 from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.singleflight import Flight, SingleFlight
 from cloudfs.data.blocks import ObjectRef, block_key, block_length, block_span, consecutive_runs
+from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.errors import RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.interface import ObjectStore
@@ -46,8 +47,10 @@ class BlockLoader:
         metrics: Metrics,
         store_id: str,
         limiter: trio.CapacityLimiter,
+        ledger: PrefetchLedger,
     ) -> None:
         self.memory = memory
+        self.ledger = ledger
         self.disk = disk
         self.flights: SingleFlight[str, bytes] = SingleFlight()
         self._store = store
@@ -89,7 +92,7 @@ class BlockLoader:
         try:
             for index, data in await self._disk_lookup(ref, sorted(pending)):
                 if to_memory:
-                    self.memory.put(self.key(ref, index), data)
+                    self._remember(self.key(ref, index), data, prefetch)
                 pending.pop(index).resolve(data)
                 result[index] = data
                 if on_resolved is not None:
@@ -99,7 +102,7 @@ class BlockLoader:
                 keyed = [(self.key(ref, i), d) for i, d in zip(run, blocks, strict=True)]
                 for (key, data), index in zip(keyed, run, strict=True):
                     if to_memory or self.disk is None:
-                        self.memory.put(key, data)
+                        self._remember(key, data, prefetch)
                     pending.pop(index).resolve(data)
                     result[index] = data
                 if on_resolved is not None:
@@ -149,7 +152,7 @@ class BlockLoader:
                 if flight is None:
                     continue
                 if to_memory or self.disk is None:
-                    self.memory.put(key, data)
+                    self._remember(key, data, prefetch=True)
                 flight.resolve(data)
                 self._metrics.prefetch_bytes.inc(length)
                 fetched += length
@@ -158,6 +161,12 @@ class BlockLoader:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_close_quietly, stream, limiter=self._limiter)
         return fetched
+
+    def _remember(self, key: str, data: bytes, prefetch: bool) -> None:
+        """Put a block in the memory tier; the ledger follows prefetched ones."""
+        self.memory.put(key, data)
+        if prefetch:
+            self.ledger.fetched(key, len(data))
 
     async def disk_store(self, keyed: list[tuple[str, bytes]]) -> None:
         disk = self.disk

@@ -34,6 +34,7 @@ from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.singleflight import Flight, FlightAbandoned
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consecutive_runs
+from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.loader import BlockLoader, Claimed
 from cloudfs.data.prefetch import ReadCursor
 from cloudfs.errors import InvalidArgument, RemoteIOError
@@ -61,11 +62,15 @@ class ObjectReader:
         limiter: trio.CapacityLimiter,
         *,
         max_prefetch_blocks: int | None = None,
+        ledger: PrefetchLedger | None = None,
     ) -> None:
         if config.block_size <= 0:
             raise ValueError("block_size must be positive")
         self._bs = config.block_size
-        self._loader = BlockLoader(store, memory, disk, self._bs, metrics, store_id, limiter)
+        self._ledger = ledger or PrefetchLedger(metrics)
+        self._loader = BlockLoader(
+            store, memory, disk, self._bs, metrics, store_id, limiter, self._ledger
+        )
         self._recent_failures: dict[str, float] = {}  # object key -> trio time of failure
         self._memory = memory
         self._flights = self._loader.flights
@@ -91,6 +96,7 @@ class ObjectReader:
         limiter: trio.CapacityLimiter,
         *,
         max_prefetch_blocks: int | None = None,
+        ledger: PrefetchLedger | None = None,
     ) -> AsyncIterator[ObjectReader]:
         """A reader with its own read-ahead nursery for the duration of the block."""
         async with trio.open_nursery() as nursery:
@@ -103,6 +109,7 @@ class ObjectReader:
                 store_id,
                 limiter,
                 max_prefetch_blocks=max_prefetch_blocks,
+                ledger=ledger,
             )
             reader.start(nursery)
             try:
@@ -192,13 +199,14 @@ class ObjectReader:
 
     async def _fetch(self, ref: ObjectRef, indexes: list[int]) -> list[bytes]:
         """The blocks ``indexes``: from memory, an in-flight fetch, or a new load."""
+        keys = {index: self._loader.key(ref, index) for index in indexes}
         found: dict[int, bytes] = {}
         todo = indexes
         while todo:
             waits: list[tuple[int, Flight[bytes]]] = []
             claimed: Claimed = []
             for index in todo:
-                key = self._loader.key(ref, index)
+                key = keys[index]
                 data = self._memory.get(key, self._loader.length(ref, index))
                 if data is not None:
                     found[index] = data
@@ -219,6 +227,8 @@ class ObjectReader:
                 except FlightAbandoned:  # a prefetch gave up or its leader was cancelled
                     retry.append(index)
             todo = retry
+        for key in keys.values():
+            self._ledger.read(key)
         return [found[index] for index in indexes]
 
     async def _load_or_fail_fast(self, ref: ObjectRef, claimed: Claimed) -> dict[int, bytes]:

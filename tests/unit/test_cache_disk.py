@@ -25,7 +25,7 @@ def sample(metrics: Metrics, name: str) -> float:
 
 def test_roundtrip_and_layout(tmp_path: Path) -> None:
     metrics = Metrics()
-    cache = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, metrics)
     k = "ab" + "0" * 62
     assert cache.get(k, size_hint=BLOCK) is None
     cache.put(k, b"z" * BLOCK)
@@ -42,13 +42,13 @@ def test_roundtrip_and_layout(tmp_path: Path) -> None:
 
 
 def test_warm_restart(tmp_path: Path) -> None:
-    first = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    first = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
     for i in range(5):
         first.put(key(i), bytes([i]) * BLOCK)
     (tmp_path / "00").mkdir(exist_ok=True)
     (tmp_path / "00" / (key(99) + ".deadbeef.tmp")).write_bytes(b"half")
     metrics = Metrics()
-    second = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    second = DiskBlockCache([str(tmp_path)], 10 * FILE, metrics)
     assert second.stats().blocks == 5 and second.stats().bytes == 5 * FILE
     assert sample(metrics, "cloudfs_blockcache_bytes") == 5 * FILE
     for i in range(5):
@@ -57,18 +57,18 @@ def test_warm_restart(tmp_path: Path) -> None:
 
 
 def test_restart_with_smaller_capacity_evicts_oldest(tmp_path: Path) -> None:
-    first = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    first = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
     for i in range(6):
         first.put(key(i), bytes([i]) * BLOCK)
         os.utime(first.path_of(key(i)), ns=(i * 10**9, i * 10**9))
-    second = DiskBlockCache(str(tmp_path), 3 * FILE, Metrics())
+    second = DiskBlockCache([str(tmp_path)], 3 * FILE, Metrics())
     assert [second.contains(key(i)) for i in range(6)] == [False] * 3 + [True] * 3
     assert not os.path.exists(first.path_of(key(0)))
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "header"])
 def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str) -> None:
-    cache = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
     cache.put(key(1), b"q" * BLOCK)
     path = cache.path_of(key(1))
     raw = bytearray(Path(path).read_bytes())
@@ -90,12 +90,12 @@ def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str) -> N
 
 
 def test_corruption_found_after_restart(tmp_path: Path) -> None:
-    DiskBlockCache(str(tmp_path), 10 * FILE, Metrics()).put(key(2), b"r" * BLOCK)
+    DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics()).put(key(2), b"r" * BLOCK)
     path = tmp_path / key(2)[:2] / key(2)
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 1
     path.write_bytes(bytes(raw))
-    cache = DiskBlockCache(str(tmp_path), 10 * FILE, Metrics())
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
     assert cache.contains(key(2))
     assert cache.get(key(2)) is None
     assert not path.exists()
@@ -103,7 +103,7 @@ def test_corruption_found_after_restart(tmp_path: Path) -> None:
 
 def test_capacity_and_lru_eviction_with_three_times_the_data(tmp_path: Path) -> None:
     metrics = Metrics()
-    cache = DiskBlockCache(str(tmp_path), 10 * FILE, metrics)
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, metrics)
     for i in range(10):
         cache.put(key(i), bytes([i]) * BLOCK)
     assert cache.get(key(0)) is not None  # refresh block 0
@@ -122,7 +122,7 @@ def test_capacity_and_lru_eviction_with_three_times_the_data(tmp_path: Path) -> 
 
 
 def test_lru_refresh_protects_recently_read_block(tmp_path: Path) -> None:
-    cache = DiskBlockCache(str(tmp_path), 3 * FILE, Metrics())
+    cache = DiskBlockCache([str(tmp_path)], 3 * FILE, Metrics())
     for i in range(3):
         cache.put(key(i), b"x" * BLOCK)
     assert cache.get(key(0)) is not None
@@ -131,7 +131,7 @@ def test_lru_refresh_protects_recently_read_block(tmp_path: Path) -> None:
 
 
 def test_discard_oversize_and_bad_keys(tmp_path: Path) -> None:
-    cache = DiskBlockCache(str(tmp_path), 2 * FILE, Metrics())
+    cache = DiskBlockCache([str(tmp_path)], 2 * FILE, Metrics())
     cache.put(key(1), b"x" * BLOCK)
     cache.discard(key(1))
     cache.discard(key(1))
@@ -144,8 +144,74 @@ def test_discard_oversize_and_bad_keys(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_a_miss(tmp_path: Path) -> None:
-    cache = DiskBlockCache(str(tmp_path), 2 * FILE, Metrics())
+    cache = DiskBlockCache([str(tmp_path)], 2 * FILE, Metrics())
     cache.put(key(1), b"x" * BLOCK)
     os.unlink(cache.path_of(key(1)))
     assert cache.get(key(1)) is None
     assert cache.stats().blocks == 0
+
+
+def test_blocks_spread_over_several_directories(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "ssd1"), str(tmp_path / "ssd2")]
+    cache = DiskBlockCache(dirs, 40 * FILE, Metrics())
+    for i in range(40):
+        cache.put(key(i), bytes([i]) * BLOCK)
+    per_dir = [len(list(Path(d).glob("*/*"))) for d in dirs]
+    assert all(n > 5 for n in per_dir) and sum(per_dir) <= 40
+    assert cache.stats().capacity_bytes == 40 * FILE
+    for i in range(40):
+        data = cache.get(key(i))
+        assert data is None or data == bytes([i]) * BLOCK
+    again = DiskBlockCache(dirs, 40 * FILE, Metrics())  # warm restart finds both halves
+    assert again.stats().blocks == cache.stats().blocks
+
+
+def test_each_directory_holds_its_share(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    cache = DiskBlockCache(dirs, 10 * FILE, Metrics())
+    for i in range(100):
+        cache.put(key(i), b"x" * BLOCK)
+    for d in dirs:
+        assert len(list(Path(d).glob("*/*"))) <= 5
+
+
+def test_blocks_of_a_removed_directory_layout_are_dropped(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    cache = DiskBlockCache(dirs, 40 * FILE, Metrics())
+    for i in range(20):
+        cache.put(key(i), b"x" * BLOCK)
+    alone = DiskBlockCache(dirs[1:], 40 * FILE, Metrics())  # the other half would be misplaced
+    for i in range(20):
+        assert alone.get(key(i)) in (None, b"x" * BLOCK)
+
+
+class FakeStatvfs:
+    """A filesystem of 100 blocks of FILE bytes whose free space the test controls."""
+
+    def __init__(self, free_blocks: int) -> None:
+        self.free = free_blocks
+
+    def __call__(self, path: str) -> os.statvfs_result:
+        return os.statvfs_result((FILE, FILE, 100, self.free, self.free, 0, 0, 0, 0, 255))
+
+
+def test_free_space_floor_evicts_our_blocks_first(tmp_path: Path) -> None:
+    fs = FakeStatvfs(free_blocks=50)
+    cache = DiskBlockCache([str(tmp_path)], 100 * FILE, Metrics(), min_free_ratio=0.2, statvfs=fs)
+    for i in range(5):
+        cache.put(key(i), b"x" * BLOCK)
+        fs.free -= 1
+    fs.free = 20  # someone else filled the disk down to the floor
+    cache.put(key(99), b"y" * BLOCK)
+    assert cache.contains(key(99))
+    assert not cache.contains(key(0))  # the oldest block made room
+    assert cache.stats().evictions == 1
+
+
+def test_free_space_floor_declines_when_nothing_of_ours_is_left(tmp_path: Path) -> None:
+    cache = DiskBlockCache(
+        [str(tmp_path)], 100 * FILE, Metrics(), min_free_ratio=0.2, statvfs=FakeStatvfs(10)
+    )
+    cache.put(key(1), b"x" * BLOCK)
+    assert not cache.contains(key(1))
+    assert cache.get(key(1)) is None

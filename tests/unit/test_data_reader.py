@@ -18,6 +18,7 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef, block_key
+from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.prefetch import ReadCursor
 from cloudfs.data.reader import FAIL_FAST_SECONDS, ObjectReader
 from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError
@@ -53,9 +54,12 @@ class Rig:
             disk_bytes=10_000 * BS,
             readahead_blocks=readahead,
         )
-        self.memory = MemoryBlockCache(self.config.memory_bytes, self.metrics)
+        self.ledger = PrefetchLedger(self.metrics)
+        self.memory = MemoryBlockCache(
+            self.config.memory_bytes, self.metrics, on_drop=self.ledger.dropped
+        )
         self.disk = (
-            DiskBlockCache(disk_dir, self.config.disk_bytes, self.metrics) if disk_dir else None
+            DiskBlockCache([disk_dir], self.config.disk_bytes, self.metrics) if disk_dir else None
         )
         self.max_prefetch_blocks = max_prefetch_blocks
 
@@ -65,8 +69,15 @@ class Rig:
     def run(self, body: Callable[[ObjectReader], Awaitable[None]]) -> None:
         async def main() -> None:
             async with ObjectReader.running(
-                self.store, self.memory, self.disk, self.config, self.metrics, STORE_ID,
-                trio.CapacityLimiter(8), max_prefetch_blocks=self.max_prefetch_blocks,
+                self.store,
+                self.memory,
+                self.disk,
+                self.config,
+                self.metrics,
+                STORE_ID,
+                trio.CapacityLimiter(8),
+                max_prefetch_blocks=self.max_prefetch_blocks,
+                ledger=self.ledger,
             ) as reader:
                 await body(reader)
 
@@ -123,8 +134,9 @@ def test_concurrent_readers_of_one_block_share_one_get() -> None:
         async with trio.open_nursery() as nursery:
             for i in range(10):
                 nursery.start_soon(one, 3 * BS + i)
-        assert sorted(results) == sorted(payload(10 * BS)[3 * BS + i : 3 * BS + i + 8]
-                                         for i in range(10))
+        assert sorted(results) == sorted(
+            payload(10 * BS)[3 * BS + i : 3 * BS + i + 8] for i in range(10)
+        )
 
     rig.run(body)
     assert rig.store.calls["get_range"] == 1
@@ -151,6 +163,31 @@ def test_sequential_reader_uses_few_large_gets(tmp_path: Path) -> None:
     assert sum(length for _, _, length in gets) == size, "no block fetched twice"
     assert max(length for _, _, length in gets) >= 4 * BS, "batches grow with the window"
     assert rig.metric("cloudfs_prefetch_bytes_total") >= size - 2 * BS
+    used = rig.metric("cloudfs_prefetch_used_bytes_total")
+    assert used >= size - 2 * BS, "the sequential reader read what was fetched ahead"
+    assert rig.metric("cloudfs_prefetch_wasted_bytes_total") == 0
+
+
+def test_prefetch_dropped_unread_counts_as_wasted() -> None:
+    size = 32 * BS
+    rig = Rig(FakeStore({"obj": payload(size)}), None, readahead=8, memory_blocks=4)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        for offset in range(0, 4 * BS, BS):  # start a stream, then stop reading
+            await reader.read(ref, offset, BS, cursor)
+            await trio.sleep(0.01)
+        await trio.sleep(0.05)
+        other = ReadCursor()  # a seek elsewhere flushes the small memory tier
+        await reader.read(ref, 20 * BS, 4 * BS, other)
+
+    rig.run(body)
+    assert rig.metric("cloudfs_prefetch_wasted_bytes_total") > 0
+    fetched = rig.metric("cloudfs_prefetch_bytes_total")
+    used = rig.metric("cloudfs_prefetch_used_bytes_total")
+    wasted = rig.metric("cloudfs_prefetch_wasted_bytes_total")
+    assert used + wasted <= fetched
 
 
 def test_small_object_is_fetched_whole_on_first_read() -> None:
@@ -420,11 +457,14 @@ def test_reader_without_nursery_reads_without_prefetch() -> None:
     ref = rig.ref("obj")
 
     async def main() -> None:
-        reader = ObjectReader(rig.store, rig.memory, None, rig.config, rig.metrics, STORE_ID,
-                              trio.CapacityLimiter(2))
+        reader = ObjectReader(
+            rig.store, rig.memory, None, rig.config, rig.metrics, STORE_ID, trio.CapacityLimiter(2)
+        )
         cursor = ReadCursor()
         for offset in range(0, 8 * BS, BS):
-            assert await reader.read(ref, offset, BS, cursor) == payload(8 * BS)[offset:offset + BS]
+            assert (
+                await reader.read(ref, offset, BS, cursor) == payload(8 * BS)[offset : offset + BS]
+            )
         assert reader.prefetch_inflight == 0
 
     trio.run(main)
