@@ -53,6 +53,12 @@ class Metrics:
             "cloudfs_ufs_request_seconds", "UFS request latency", ["op"], registry=r
         )
         self.fuse_ops = Counter("cloudfs_fuse_ops", "FUSE requests handled", ["op"], registry=r)
+        self.fuse_bytes = Counter(
+            "cloudfs_fuse_bytes",
+            "Bytes read or written through the mount (page-cache hits not included)",
+            ["direction"],
+            registry=r,
+        )
         self.fuse_errors = Counter(
             "cloudfs_fuse_errors",
             "FUSE requests answered with an error",

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from cloudfs import __version__
-from cloudfs.cli import mount, umount
+from cloudfs.cli import mount, umount, warmup
 from cloudfs.errors import FsError, StartupError, UsageError
 
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     mount.add_parser(commands)
     umount.add_parser(commands)
+    warmup.add_parser(commands)
     return parser
 
 

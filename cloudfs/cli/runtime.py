@@ -25,6 +25,11 @@ def pid_file(mountpoint: str) -> Path:
     return runtime_dir() / f"{digest}.pid"
 
 
+def control_socket(mountpoint: str) -> Path:
+    """The control socket of the mount at ``mountpoint`` (see ``cloudfs.control``)."""
+    return pid_file(mountpoint).with_suffix(".sock")
+
+
 def write_pid(mountpoint: str) -> Path:
     path = pid_file(mountpoint)
     path.parent.mkdir(parents=True, exist_ok=True)

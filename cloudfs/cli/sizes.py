@@ -36,3 +36,13 @@ def parse_seconds(text: str) -> float:
     if value < 0:
         raise UsageError(f"invalid duration {text!r}: negative")
     return value
+
+
+def format_size(nbytes: float) -> str:
+    """1536 -> '1.5 KiB' (binary units, as ``parse_size`` reads them)."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")

@@ -16,6 +16,8 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.config import MountConfig
+from cloudfs.control.cache_ops import CacheControl
+from cloudfs.control.server import ControlServer
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
 from cloudfs.errors import UsageError
@@ -76,11 +78,17 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
+    control = ControlServer(
+        runtime.control_socket(config.mountpoint),
+        CacheControl(meta, reader, metrics, _facts(config)).handlers(),
+    )
+    control_socket = control.bind()
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
 
     async def start_background(nursery: trio.Nursery) -> None:
         reader.start(nursery)
         nursery.start_soon(session.raise_read_ahead, config.mountpoint)
+        nursery.start_soon(control.serve, control_socket)
 
     def serve() -> int:
         try:
@@ -94,6 +102,19 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         return 0
 
     return serve
+
+
+def _facts(config: MountConfig) -> dict[str, object]:
+    """What ``cloudfs stats`` shows about the mount besides its metrics."""
+    return {
+        "mountpoint": config.mountpoint,
+        "ufs": config.ufs_uri,
+        "pid": os.getpid(),
+        "block_size": config.cache.block_size,
+        "memory_bytes": config.cache.memory_bytes,
+        "disk_bytes": config.cache.disk_bytes,
+        "cache_policy": config.cache.policy,
+    }
 
 
 def _close_all(locks: list[IO[bytes]]) -> None:

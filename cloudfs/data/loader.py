@@ -179,6 +179,17 @@ class BlockLoader:
 
         await trio.to_thread.run_sync(store, limiter=self._limiter)
 
+    async def disk_discard(self, keys: list[str]) -> None:
+        disk = self.disk
+        if disk is None or not keys:
+            return
+
+        def discard() -> None:
+            for key in keys:
+                disk.discard(key)
+
+        await trio.to_thread.run_sync(discard, limiter=self._limiter)
+
     async def _disk_lookup(self, ref: ObjectRef, indexes: list[int]) -> list[tuple[int, bytes]]:
         disk = self.disk
         if disk is None or not indexes:

@@ -197,6 +197,27 @@ class ObjectReader:
                 fetched += sum(len(d) for d in loaded.values())
         return fetched
 
+    def cached_bytes(self, ref: ObjectRef) -> int:
+        """How many bytes of ``ref`` a tier holds or is fetching (counts no hit or miss)."""
+        return sum(
+            self._loader.length(ref, index)
+            for index in range(block_count(ref.size, self._bs))
+            if self._loader.is_cached(self._loader.key(ref, index))
+        )
+
+    async def evict(self, ref: ObjectRef) -> int:
+        """Drop every block of ``ref`` from every tier; returns the bytes that were held."""
+        dropped = 0
+        keys = []
+        for index in range(block_count(ref.size, self._bs)):
+            key = self._loader.key(ref, index)
+            if self._loader.is_cached(key):
+                dropped += self._loader.length(ref, index)
+            self._memory.discard(key)
+            keys.append(key)
+        await self._loader.disk_discard(keys)
+        return dropped
+
     async def _fetch(self, ref: ObjectRef, indexes: list[int]) -> list[bytes]:
         """The blocks ``indexes``: from memory, an in-flight fetch, or a new load."""
         keys = {index: self._loader.key(ref, index) for index in indexes}

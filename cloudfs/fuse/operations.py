@@ -219,10 +219,14 @@ class CloudFsOperations(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=keep_cache)
 
     async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
-        return await self._run("read", self._vfs.files.read(fh, off, size))
+        data = await self._run("read", self._vfs.files.read(fh, off, size))
+        self._metrics.fuse_bytes.labels("read").inc(len(data))
+        return data
 
     async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes) -> int:
-        return await self._run("write", self._vfs.files.write(fh, off, buf))
+        written = await self._run("write", self._vfs.files.write(fh, off, buf))
+        self._metrics.fuse_bytes.labels("write").inc(written)
+        return written
 
     async def flush(self, fh: pyfuse3.FileHandleT) -> None:
         await self._run("flush", self._vfs.files.flush(fh))

@@ -1,0 +1,138 @@
+"""The mount's side of ``cloudfs warmup`` and ``cloudfs stats``: control handlers.
+
+Files are named by inode number: the CLI walks the tree through the mount (a
+path is resolved by the kernel, with its permissions) and sends ``st_ino`` of
+each file, which on a CloudFS mount is the tree's inode. A file that vanished
+in between is reported and skipped. Files with nothing in the UFS yet (written
+here, not uploaded) have nothing to warm.
+
+* ``warmup``: ``{"inodes": [...], "parallel": N}``; one event per file
+  (``inode``, ``size``, ``fetched`` bytes from the UFS, or ``error``); result
+  totals. Blocks go to the disk tier (memory when there is none).
+* ``check``: totals of bytes held by a tier for those files.
+* ``evict``: drops their blocks from every tier.
+* ``metrics``: the Prometheus text exposition plus a few facts of the mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from typing import Any
+
+import trio
+from prometheus_client import generate_latest
+
+from cloudfs.control.protocol import Message
+from cloudfs.control.server import Emit, Handler
+from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.reader import ObjectReader
+from cloudfs.errors import FsError, InvalidArgument
+from cloudfs.meta.interface import Meta
+from cloudfs.metrics import Metrics
+from cloudfs.types import InodeId
+
+log = logging.getLogger(__name__)
+
+MAX_PARALLEL = 64
+
+
+class CacheControl:
+    def __init__(
+        self, meta: Meta, reader: ObjectReader, metrics: Metrics, facts: dict[str, Any]
+    ) -> None:
+        self._meta = meta
+        self._reader = reader
+        self._metrics = metrics
+        self._facts = facts
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "warmup": self.warmup,
+            "check": self.check,
+            "evict": self.evict,
+            "metrics": self.metrics,
+        }
+
+    async def warmup(self, request: Message, emit: Emit) -> Message:
+        inodes = _inodes(request)
+        parallel = min(max(int(request.get("parallel", 8)), 1), MAX_PARALLEL)
+        totals = {"files": 0, "bytes": 0, "fetched": 0, "failed": 0}
+        send, receive = trio.open_memory_channel[Message](parallel)
+        limiter = trio.CapacityLimiter(parallel)
+
+        async def one(inode: InodeId, send: trio.MemorySendChannel[Message]) -> None:
+            async with send, limiter:
+                await send.send(await self._warm_one(inode))
+
+        async with trio.open_nursery() as nursery, receive:
+            async with send:
+                for inode in inodes:
+                    nursery.start_soon(one, inode, send.clone())
+            async for event in receive:
+                if "error" in event:
+                    totals["failed"] += 1
+                else:
+                    totals["files"] += 1
+                    totals["bytes"] += event["size"]
+                    totals["fetched"] += event["fetched"]
+                await emit(event)
+        return totals
+
+    async def _warm_one(self, inode: InodeId) -> Message:
+        try:
+            ref = await self._ref(inode)
+            fetched = await self._reader.prefetch_whole(ref) if ref else 0
+        except FsError as e:
+            return {"inode": inode, "error": str(e), "errno": e.errno}
+        return {"inode": inode, "size": ref.size if ref else 0, "fetched": fetched}
+
+    async def check(self, request: Message, emit: Emit) -> Message:
+        totals = {"files": 0, "bytes": 0, "cached_bytes": 0, "complete_files": 0, "failed": 0}
+        for inode in _inodes(request):
+            try:
+                ref = await self._ref(inode)
+            except FsError:
+                totals["failed"] += 1
+                continue
+            size = ref.size if ref else 0
+            cached = self._reader.cached_bytes(ref) if ref else 0
+            totals["files"] += 1
+            totals["bytes"] += size
+            totals["cached_bytes"] += cached
+            totals["complete_files"] += cached == size
+        return totals
+
+    async def evict(self, request: Message, emit: Emit) -> Message:
+        totals = {"files": 0, "evicted_bytes": 0, "failed": 0}
+        for inode in _inodes(request):
+            try:
+                ref = await self._ref(inode)
+            except FsError:
+                totals["failed"] += 1
+                continue
+            if ref is not None:
+                totals["evicted_bytes"] += await self._reader.evict(ref)
+            totals["files"] += 1
+        return totals
+
+    async def metrics(self, request: Message, emit: Emit) -> Message:
+        text = generate_latest(self._metrics.registry).decode()
+        return {"text": text, **self._facts}
+
+    async def _ref(self, inode: InodeId) -> ObjectRef | None:
+        """The UFS object of a regular file, or None if it has none yet."""
+        attr = await trio.to_thread.run_sync(self._meta.getattr, inode)
+        if not attr.is_reg:
+            raise InvalidArgument(f"inode {inode} is not a regular file")
+        if not attr.etag:
+            return None
+        key = await trio.to_thread.run_sync(self._meta.object_key, inode)
+        return ObjectRef(key=key, etag=attr.etag, size=attr.size)
+
+
+def _inodes(request: Message) -> list[InodeId]:
+    raw = request.get("inodes")
+    if not isinstance(raw, list) or not all(isinstance(i, int) and i > 0 for i in raw):
+        raise FsError("'inodes' must be a list of inode numbers", errno=errno.EINVAL)
+    return [InodeId(i) for i in raw]

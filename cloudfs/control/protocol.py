@@ -1,0 +1,31 @@
+"""The control channel between CLI commands and a running mount.
+
+``cloudfs warmup``, ``cloudfs stats`` (and later ``cloudfs flush``) talk to the
+mount process over a UNIX socket next to its pid file (``runtime.control_socket``),
+created with mode 0600: only the user who mounted may use it.
+
+One request per connection: the client sends one JSON object on one line
+(``{"op": "warmup", ...}``); the server answers with JSON lines, zero or more
+progress events, then exactly one final line carrying ``"done": true`` (and the
+result) or ``"error": message`` with ``"errno"``. Lines are UTF-8 and at most
+``MAX_LINE`` bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_LINE = 16 * 1024 * 1024
+Message = dict[str, Any]
+
+
+def encode(message: Message) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> Message:
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("a control message is a JSON object")
+    return value
