@@ -23,11 +23,14 @@ class Metrics:
             registry=r,
         )
         self.cache_hit_bytes = Counter(
-            "cloudfs_blockcache_hit_bytes", "Bytes served by a cache tier", ["tier"], registry=r
+            "cloudfs_blockcache_hit_bytes",
+            "Bytes of the blocks a cache tier served (whole blocks, per lookup)",
+            ["tier"],
+            registry=r,
         )
         self.cache_miss_bytes = Counter(
             "cloudfs_blockcache_miss_bytes",
-            "Bytes a cache tier could not serve",
+            "Bytes of the blocks a cache tier could not serve (whole blocks, per lookup)",
             ["tier"],
             registry=r,
         )
@@ -36,6 +39,9 @@ class Metrics:
         )
         self.cache_bytes = Gauge(
             "cloudfs_blockcache_bytes", "Bytes held by a cache tier", ["tier"], registry=r
+        )
+        self.cache_capacity = Gauge(
+            "cloudfs_blockcache_capacity_bytes", "Size limit of a cache tier", ["tier"], registry=r
         )
         self.cache_blocks = Gauge(
             "cloudfs_blockcache_blocks", "Blocks held by a cache tier", ["tier"], registry=r

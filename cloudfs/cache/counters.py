@@ -30,6 +30,7 @@ class TierCounters:
         self._evictions = metrics.cache_evictions.labels(tier=tier)
         self._bytes_gauge = metrics.cache_bytes.labels(tier=tier)
         self._blocks_gauge = metrics.cache_blocks.labels(tier=tier)
+        metrics.cache_capacity.labels(tier=tier).set(capacity_bytes)
         self._publish_occupancy()
 
     def hit(self, nbytes: int) -> None:

@@ -26,6 +26,7 @@ from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.meta.embedded import open_embedded
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.factory import open_store
+from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,10 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     """
     cache_dir = config.cache.cache_dir
     locks = [checks.lock_cache_dir(d) for d in (cache_dir, *config.cache.disk_dirs)]
-    store = open_store(config.ufs_uri, config.s3)
+    metrics = Metrics()
+    store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
     store.check()
     meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
-    metrics = Metrics()
     if config.metrics_address:
         _serve_metrics(config.metrics_address, metrics)
     ledger = PrefetchLedger(metrics)

@@ -129,38 +129,56 @@ class BlockLoader:
         Blocks someone else is fetching meanwhile are read past. Returns the
         bytes stored; errors propagate (flights are abandoned, not failed).
         """
-        start = block_span(run[0], ref.size, self._bs)[0]
-        stream = await trio.to_thread.run_sync(
-            self._store.get_stream, ref.key, start, limiter=self._limiter
-        )
+        stream = await self.open_stream(ref, run[0])
         fetched = 0
         try:
             for index in run:
-                length = self.length(ref, index)
-                key = self.key(ref, index)
-                flight = self.flights.claim(key)
+                flight = self.flights.claim(self.key(ref, index))
                 try:
-                    data = await trio.to_thread.run_sync(
-                        _read_exact, stream.read, length, limiter=self._limiter
-                    )
-                    if len(data) != length:
-                        raise RemoteIOError(f"{ref.key}: stream ended early (object changed?)")
+                    data = await self.read_block(stream, ref, index)
                 except BaseException:
                     if flight is not None:
                         flight.abandon()
                     raise
-                if flight is None:
-                    continue
-                if to_memory or self.disk is None:
-                    self._remember(key, data, prefetch=True)
-                flight.resolve(data)
-                self._metrics.prefetch_bytes.inc(length)
-                fetched += length
-                await self.disk_store([(key, data)])
+                if flight is not None:
+                    await self.deliver(ref, index, data, flight, to_memory=to_memory)
+                    fetched += len(data)
         finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_close_quietly, stream, limiter=self._limiter)
+            await self.close_stream(stream)
         return fetched
+
+    async def open_stream(self, ref: ObjectRef, index: int) -> BinaryIO:
+        """A streaming GET of ``ref`` from the start of block ``index`` to its end."""
+        start = block_span(index, ref.size, self._bs)[0]
+        stream: BinaryIO = await trio.to_thread.run_sync(
+            self._store.get_stream, ref.key, start, limiter=self._limiter
+        )
+        return stream
+
+    async def read_block(self, stream: BinaryIO, ref: ObjectRef, index: int) -> bytes:
+        """The next block from ``stream``, which must be at the start of block ``index``."""
+        length = self.length(ref, index)
+        data: bytes = await trio.to_thread.run_sync(
+            _read_exact, stream.read, length, limiter=self._limiter
+        )
+        if len(data) != length:
+            raise RemoteIOError(f"{ref.key}: stream ended early (object changed?)")
+        return data
+
+    async def close_stream(self, stream: BinaryIO) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(_close_quietly, stream, limiter=self._limiter)
+
+    async def deliver(
+        self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool
+    ) -> None:
+        """Hand a prefetched block to its waiters and store it in the tiers."""
+        key = self.key(ref, index)
+        if to_memory or self.disk is None:
+            self._remember(key, data, prefetch=True)
+        flight.resolve(data)
+        self._metrics.prefetch_bytes.inc(len(data))
+        await self.disk_store([(key, data)])
 
     def _remember(self, key: str, data: bytes, prefetch: bool) -> None:
         """Put a block in the memory tier; the ledger follows prefetched ones."""

@@ -25,6 +25,7 @@ read-ahead.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,6 +38,7 @@ from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consec
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.loader import BlockLoader, Claimed
 from cloudfs.data.prefetch import ReadCursor
+from cloudfs.data.stream import SequentialStream
 from cloudfs.errors import InvalidArgument, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.interface import ObjectStore
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # A read of an object whose fetch failed less than this long ago fails at once.
 FAIL_FAST_SECONDS = 2.0
+# Objects of at least this many blocks are read ahead through one open GET.
+STREAM_MIN_BLOCKS = 4
 
 
 class ObjectReader:
@@ -80,6 +84,9 @@ class ObjectReader:
             max_prefetch_blocks = max(self._max_window, config.memory_bytes // self._bs // 2)
         self._max_prefetch = max_prefetch_blocks
         self._prefetch_inflight = 0
+        self._streams: weakref.WeakKeyDictionary[ReadCursor, SequentialStream] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- lifetime -------------------------------------------------------------
 
@@ -304,11 +311,27 @@ class ObjectReader:
         cursor.inflight_blocks += len(claimed)
         self._prefetch_inflight += len(claimed)
         try:
-            nursery.start_soon(self._prefetch_task, ref, cursor, claimed)
+            if not self._stream_batch(nursery, ref, cursor, claimed):
+                nursery.start_soon(self._prefetch_task, ref, cursor, claimed)
         except RuntimeError:  # the nursery is closing
             self._release_budget(cursor, len(claimed))
             for _, flight in claimed:
                 flight.abandon()
+
+    def _stream_batch(
+        self, nursery: trio.Nursery, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed
+    ) -> bool:
+        """Hand a batch to the cursor's open GET (``stream.py``); False: use a ranged GET."""
+        if block_count(ref.size, self._bs) < STREAM_MIN_BLOCKS:
+            return False
+        stream = self._streams.get(cursor)
+        if stream is None or stream.closed or stream.ref != ref:
+            stream = SequentialStream(
+                self._loader, ref, lambda count: self._release_budget(cursor, count)
+            )
+            self._streams[cursor] = stream
+            nursery.start_soon(stream.run)
+        return stream.submit(claimed)
 
     async def _prefetch_task(self, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed) -> None:
         outstanding = len(claimed)

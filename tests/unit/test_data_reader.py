@@ -143,7 +143,7 @@ def test_concurrent_readers_of_one_block_share_one_get() -> None:
     assert rig.store.ranges == [("obj", 3 * BS, BS)]
 
 
-def test_sequential_reader_uses_few_large_gets(tmp_path: Path) -> None:
+def test_sequential_reader_of_a_large_object_is_fed_by_one_open_get(tmp_path: Path) -> None:
     size = 64 * BS
     data = payload(size)
     rig = Rig(FakeStore({"obj": data}), str(tmp_path), readahead=8)
@@ -158,14 +158,55 @@ def test_sequential_reader_uses_few_large_gets(tmp_path: Path) -> None:
         assert bytes(out) == data
 
     rig.run(body)
-    gets = rig.store.ranges
-    assert len(gets) <= 16, gets
-    assert sum(length for _, _, length in gets) == size, "no block fetched twice"
-    assert max(length for _, _, length in gets) >= 4 * BS, "batches grow with the window"
-    assert rig.metric("cloudfs_prefetch_bytes_total") >= size - 2 * BS
+    assert rig.store.calls["get_stream"] == 1
+    assert rig.store.ranges == [("obj", 0, BS)], "only the first block is a foreground GET"
+    assert rig.metric("cloudfs_prefetch_bytes_total") == size - BS
     used = rig.metric("cloudfs_prefetch_used_bytes_total")
-    assert used >= size - 2 * BS, "the sequential reader read what was fetched ahead"
+    assert used == size - BS, "the sequential reader read what was fetched ahead"
     assert rig.metric("cloudfs_prefetch_wasted_bytes_total") == 0
+
+
+def test_small_objects_are_read_ahead_with_growing_ranged_gets() -> None:
+    size = 3 * BS  # below STREAM_MIN_BLOCKS
+    data = payload(size)
+    rig = Rig(FakeStore({"obj": data}), None, readahead=8)
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        out = bytearray()
+        for offset in range(0, size, 16):
+            out += await reader.read(ref, offset, 16, cursor)
+            await trio.lowlevel.checkpoint()
+        assert bytes(out) == data
+
+    rig.run(body)
+    assert rig.store.calls["get_stream"] == 0
+    assert sum(length for _, _, length in rig.store.ranges) == size, "no block fetched twice"
+
+
+def test_a_seek_opens_a_new_stream_and_a_failed_stream_does_not_poison_reads() -> None:
+    size = 40 * BS
+    data = payload(size)
+    rig = Rig(FakeStore({"obj": data}), None, readahead=4)
+    ref = rig.ref("obj")
+
+    async def scan(reader: ObjectReader, start: int, stop: int) -> None:
+        cursor = ReadCursor()
+        for offset in range(start, stop, BS // 2):
+            assert (
+                await reader.read(ref, offset, BS // 2, cursor) == data[offset : offset + BS // 2]
+            )
+            await trio.sleep(0.001)
+
+    async def body(reader: ObjectReader) -> None:
+        await scan(reader, 0, 10 * BS)
+        rig.store.fail_next("get_stream", RemoteIOError("stream refused"))
+        await scan(reader, 20 * BS, 30 * BS)  # a new cursor: its first stream fails
+        await scan(reader, 30 * BS, size)
+
+    rig.run(body)
+    assert rig.store.calls["get_stream"] >= 3
 
 
 def test_prefetch_dropped_unread_counts_as_wasted() -> None:
@@ -311,7 +352,7 @@ def test_waiters_share_a_foreground_error() -> None:
 
 
 def test_failed_prefetch_does_not_poison_reads() -> None:
-    data = payload(4 * BS)
+    data = payload(3 * BS)
     rig = Rig(FakeStore({"obj": data}), None)
     ref = rig.ref("obj")
     failed = threading.Event()

@@ -1,0 +1,104 @@
+"""SequentialStream: one open GET that feeds a sequential reader's read-ahead.
+
+A ranged GET per read-ahead batch costs a request round trip each time, and
+on some S3-compatible servers (moto, see BASELINE.md) a ranged GET costs time
+in proportion to the whole object. A reader that goes through a large object
+from start to end is better served by one GET of the rest of the object, read
+block by block as the read-ahead window advances: this class keeps that GET
+open for one ``ReadCursor``.
+
+The reader claims each batch's flights (as for a ranged GET) and ``submit``s
+them; the stream's task reads the blocks in order and resolves the flights.
+A batch that does not start where the stream is (the reader skipped cached
+blocks, or seeked) is reached by reading past at most ``MAX_SKIP_BLOCKS``
+blocks, or else by opening a new GET there. The GET is closed when the stream
+has been idle for ``IDLE_SECONDS``, on an error, or when its nursery is
+cancelled; flights it did not resolve are abandoned (readers then fetch the
+blocks themselves), and ``release(n)`` is told about every block it is done
+with, resolved or not, so the reader's read-ahead budget stays exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import BinaryIO
+
+import trio
+
+from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.loader import BlockLoader, Claimed
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 5.0
+MAX_SKIP_BLOCKS = 2
+
+
+class SequentialStream:
+    def __init__(self, loader: BlockLoader, ref: ObjectRef, release: Callable[[int], None]) -> None:
+        self.ref = ref
+        self._loader = loader
+        self._release = release
+        self._send, self._receive = trio.open_memory_channel[Claimed](math.inf)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, claimed: Claimed) -> bool:
+        """Queue a batch of claimed blocks; False if the stream has finished (fetch otherwise)."""
+        if self._closed:
+            return False
+        self._send.send_nowait(claimed)
+        return True
+
+    async def run(self) -> None:
+        body: BinaryIO | None = None
+        position = -1  # the block index ``body`` is at
+        batch: Claimed = []
+        try:
+            while True:
+                with trio.move_on_after(IDLE_SECONDS):
+                    batch = list(await self._receive.receive())
+                if not batch:
+                    return
+                while batch:
+                    index, flight = batch[0]
+                    if body is None or not 0 <= index - position <= MAX_SKIP_BLOCKS:
+                        if body is not None:
+                            await self._loader.close_stream(body)
+                            body = None
+                        body = await self._loader.open_stream(self.ref, index)
+                        position = index
+                    while position < index:  # read past blocks someone else has
+                        await self._loader.read_block(body, self.ref, position)
+                        position += 1
+                    data = await self._loader.read_block(body, self.ref, index)
+                    position += 1
+                    batch.pop(0)
+                    self._release(1)
+                    await self._loader.deliver(self.ref, index, data, flight, to_memory=True)
+                batch = []
+        except Exception as exc:  # best effort: readers fetch what was not delivered
+            log.debug("read-ahead stream of %s stopped: %r", self.ref.key, exc)
+        finally:
+            self._closed = True
+            self._send.close()
+            leftovers = batch + [item for queued in _drain(self._receive) for item in queued]
+            for _, flight in leftovers:
+                flight.abandon()
+            self._release(len(leftovers))
+            if body is not None:
+                await self._loader.close_stream(body)
+
+
+def _drain(receive: trio.MemoryReceiveChannel[Claimed]) -> list[Claimed]:
+    batches = []
+    while True:
+        try:
+            batches.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            return batches
