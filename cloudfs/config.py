@@ -28,6 +28,11 @@ class CacheConfig:
     memory_bytes: int = 256 * MiB
     disk_bytes: int = 10 * GiB
     readahead_blocks: int = 4
+    # "stream": one open GET per sequential reader of a large object (few requests;
+    # best where a ranged GET is expensive); "ranges": parallel ranged GETs of 8 MiB
+    # (best where one connection is slower than the network, as on AWS S3).
+    readahead_mode: str = "stream"
+    readahead_part_bytes: int = 8 * MiB  # size of each parallel ranged GET
     disk_dirs: tuple[str, ...] = ()  # block cache directories; () = <cache_dir>/blocks
     free_space_ratio: float = 0.1  # keep this fraction of each cache filesystem free
     policy: str = "tinylfu"  # disk-tier admission: "tinylfu" (scan-resistant) or "lru"

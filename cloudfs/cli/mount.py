@@ -40,6 +40,10 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     block_size = parse_size(args.block_size)
     if block_size < 64 * 1024 or block_size > 64 * 1024 * 1024:
         raise UsageError("block size must be between 64K and 64M")
+    if args.readahead_mode not in mount_options.READAHEAD_MODES:  # -o bypasses choices
+        raise UsageError(
+            f"--readahead-mode must be one of {', '.join(mount_options.READAHEAD_MODES)}"
+        )
     if args.cache_policy not in POLICIES:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     try:
@@ -61,6 +65,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             memory_bytes=parse_size(args.memory_cache_size),
             disk_bytes=parse_size(args.cache_size),
             readahead_blocks=max(readahead, 0),
+            readahead_mode=args.readahead_mode,
             disk_dirs=block_dirs,
             free_space_ratio=free_space_ratio,
             policy=args.cache_policy,

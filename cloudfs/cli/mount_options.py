@@ -11,6 +11,8 @@ import argparse
 
 from cloudfs.errors import UsageError
 
+READAHEAD_MODES = ("stream", "ranges")
+
 # -o name -> (argparse dest, takes a value)
 O_OPTIONS: dict[str, tuple[str, bool]] = {
     "ro": ("read_only", False),
@@ -26,6 +28,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "memory_cache_size": ("memory_cache_size", True),
     "block_size": ("block_size", True),
     "readahead_blocks": ("readahead_blocks", True),
+    "readahead_mode": ("readahead_mode", True),
     "meta_ttl": ("meta_ttl", True),
     "uid": ("uid", True),
     "gid": ("gid", True),
@@ -82,6 +85,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-cache-size", default="256M", help="memory block cache limit (256M)")
     p.add_argument("--block-size", default="4M", help="cache block size (4M)")
     p.add_argument("--readahead-blocks", default="8", help="read-ahead window in blocks (8)")
+    p.add_argument(
+        "--readahead-mode",
+        default="stream",
+        choices=READAHEAD_MODES,
+        help="stream: one open GET per sequential reader of a large file; ranges: parallel "
+        "8 MiB ranged GETs, for stores where one connection is slower than the network (stream)",
+    )
     p.add_argument(
         "--meta-ttl",
         default="5",

@@ -123,6 +123,22 @@ class BlockLoader:
             raise
         return result
 
+    async def from_disk(self, ref: ObjectRef, claimed: Claimed, *, prefetch: bool) -> Claimed:
+        """Resolve the claimed blocks the disk tier holds (copying them to memory).
+
+        Returns the claimed blocks it does not hold, still unresolved.
+        """
+        found = dict(await self._disk_lookup(ref, [index for index, _ in claimed]))
+        rest: Claimed = []
+        for index, flight in claimed:
+            data = found.get(index)
+            if data is None:
+                rest.append((index, flight))
+                continue
+            self._remember(self.key(ref, index), data, prefetch)
+            flight.resolve(data)
+        return rest
+
     async def stream_run(self, ref: ObjectRef, run: list[int], to_memory: bool) -> int:
         """Prefetch consecutive blocks through one streaming GET, one block in memory at a time.
 
@@ -173,12 +189,18 @@ class BlockLoader:
         self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool
     ) -> None:
         """Hand a prefetched block to its waiters and store it in the tiers."""
+        await self.disk_store([self.hand_over(ref, index, data, flight, to_memory=to_memory)])
+
+    def hand_over(
+        self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool
+    ) -> tuple[str, bytes]:
+        """``deliver`` without the disk write: returns what ``disk_store`` should write."""
         key = self.key(ref, index)
         if to_memory or self.disk is None:
             self._remember(key, data, prefetch=True)
         flight.resolve(data)
         self._metrics.prefetch_bytes.inc(len(data))
-        await self.disk_store([(key, data)])
+        return key, data
 
     def _remember(self, key: str, data: bytes, prefetch: bool) -> None:
         """Put a block in the memory tier; the ledger follows prefetched ones."""

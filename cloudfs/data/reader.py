@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # A read of an object whose fetch failed less than this long ago fails at once.
 FAIL_FAST_SECONDS = 2.0
-# Objects of at least this many blocks are read ahead through one open GET.
+# In "stream" mode, objects of at least this many blocks are read ahead through one open GET.
 STREAM_MIN_BLOCKS = 4
 
 
@@ -79,6 +79,8 @@ class ObjectReader:
         self._memory = memory
         self._flights = self._loader.flights
         self._max_window = max(0, config.readahead_blocks)
+        self._mode = config.readahead_mode
+        self._part_blocks = max(1, config.readahead_part_bytes // self._bs)
         self._nursery: trio.Nursery | None = None
         if max_prefetch_blocks is None:
             max_prefetch_blocks = max(self._max_window, config.memory_bytes // self._bs // 2)
@@ -177,6 +179,38 @@ class ObjectReader:
             parts.append(memoryview(data)[lo:hi])
         return b"".join(parts)
 
+    def fetch_on_open(self, ref: ObjectRef) -> None:
+        """Start fetching a one-block object now: its first read will want all of it.
+
+        Best effort, in the read-ahead nursery and within the global read-ahead
+        budget; a block held in memory or already in flight is left alone.
+        """
+        nursery = self._nursery
+        if nursery is None or not ref.etag or block_count(ref.size, self._bs) != 1:
+            return
+        if self._prefetch_inflight >= self._max_prefetch:
+            return
+        key = self._loader.key(ref, 0)
+        if self._memory.contains(key):
+            return
+        flight = self._flights.claim(key)
+        if flight is None:
+            return
+        self._prefetch_inflight += 1
+        try:
+            nursery.start_soon(self._fetch_on_open_task, ref, flight)
+        except RuntimeError:  # the nursery is closing
+            self._prefetch_inflight -= 1
+            flight.abandon()
+
+    async def _fetch_on_open_task(self, ref: ObjectRef, flight: Flight[bytes]) -> None:
+        try:
+            await self._loader.load(ref, [(0, flight)], prefetch=True, to_memory=True)
+        except Exception as exc:  # best effort: the read fetches it itself
+            log.debug("fetch on open of %s failed: %r", ref.key, exc)
+        finally:
+            self._prefetch_inflight -= 1
+
     async def prefetch_whole(self, ref: ObjectRef) -> int:
         """Fetch every block of ``ref`` not cached yet; returns bytes fetched from the UFS.
 
@@ -235,13 +269,13 @@ class ObjectReader:
             claimed: Claimed = []
             for index in todo:
                 key = keys[index]
+                flight = self._flights.get(key)
+                if flight is not None:  # being fetched: neither a hit nor a miss of memory
+                    waits.append((index, flight))
+                    continue
                 data = self._memory.get(key, self._loader.length(ref, index))
                 if data is not None:
                     found[index] = data
-                    continue
-                flight = self._flights.get(key)
-                if flight is not None:
-                    waits.append((index, flight))
                     continue
                 mine = self._flights.claim(key)
                 assert mine is not None  # nothing awaited since get(): still free
@@ -310,13 +344,20 @@ class ObjectReader:
             return
         cursor.inflight_blocks += len(claimed)
         self._prefetch_inflight += len(claimed)
-        try:
-            if not self._stream_batch(nursery, ref, cursor, claimed):
-                nursery.start_soon(self._prefetch_task, ref, cursor, claimed)
-        except RuntimeError:  # the nursery is closing
-            self._release_budget(cursor, len(claimed))
-            for _, flight in claimed:
-                flight.abandon()
+        if self._mode == "stream" and self._stream_batch(nursery, ref, cursor, claimed):
+            return
+        parts = [
+            claimed[i : i + self._part_blocks] for i in range(0, len(claimed), self._part_blocks)
+        ]
+        for n, part in enumerate(parts):  # parallel ranged GETs
+            try:
+                nursery.start_soon(self._prefetch_task, ref, cursor, part)
+            except RuntimeError:  # the nursery is closing
+                rest = [item for later in parts[n:] for item in later]
+                self._release_budget(cursor, len(rest))
+                for _, flight in rest:
+                    flight.abandon()
+                return
 
     def _stream_batch(
         self, nursery: trio.Nursery, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed
@@ -329,8 +370,11 @@ class ObjectReader:
             stream = SequentialStream(
                 self._loader, ref, lambda count: self._release_budget(cursor, count)
             )
+            try:
+                nursery.start_soon(stream.run)
+            except RuntimeError:  # the nursery is closing
+                return False
             self._streams[cursor] = stream
-            nursery.start_soon(stream.run)
         return stream.submit(claimed)
 
     async def _prefetch_task(self, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed) -> None:

@@ -8,7 +8,8 @@ block by block as the read-ahead window advances: this class keeps that GET
 open for one ``ReadCursor``.
 
 The reader claims each batch's flights (as for a ranged GET) and ``submit``s
-them; the stream's task reads the blocks in order and resolves the flights.
+them; the stream's task takes what the disk tier holds from there, reads the
+other blocks from the GET in order, and resolves the flights.
 A batch that does not start where the stream is (the reader skipped cached
 blocks, or seeked) is reached by reading past at most ``MAX_SKIP_BLOCKS``
 blocks, or else by opening a new GET there. The GET is closed when the stream
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 5.0
 MAX_SKIP_BLOCKS = 2
+DISK_QUEUE_BLOCKS = 2
 
 
 class SequentialStream:
@@ -56,6 +58,20 @@ class SequentialStream:
         return True
 
     async def run(self) -> None:
+        # Disk writes go to a second task, so the GET is read while blocks are
+        # written; the channel's size bounds the blocks waiting for the disk.
+        send, receive = trio.open_memory_channel[tuple[str, bytes]](DISK_QUEUE_BLOCKS)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_to_disk, receive)
+            async with send:
+                await self._read(send)
+
+    async def _write_to_disk(self, receive: trio.MemoryReceiveChannel[tuple[str, bytes]]) -> None:
+        async with receive:
+            async for keyed in receive:
+                await self._loader.disk_store([keyed])
+
+    async def _read(self, to_disk: trio.MemorySendChannel[tuple[str, bytes]]) -> None:
         body: BinaryIO | None = None
         position = -1  # the block index ``body`` is at
         batch: Claimed = []
@@ -65,6 +81,9 @@ class SequentialStream:
                     batch = list(await self._receive.receive())
                 if not batch:
                     return
+                held = len(batch)
+                batch = await self._loader.from_disk(self.ref, batch, prefetch=True)
+                self._release(held - len(batch))
                 while batch:
                     index, flight = batch[0]
                     if body is None or not 0 <= index - position <= MAX_SKIP_BLOCKS:
@@ -80,7 +99,8 @@ class SequentialStream:
                     position += 1
                     batch.pop(0)
                     self._release(1)
-                    await self._loader.deliver(self.ref, index, data, flight, to_memory=True)
+                    keyed = self._loader.hand_over(self.ref, index, data, flight, to_memory=True)
+                    await to_disk.send(keyed)
                 batch = []
         except Exception as exc:  # best effort: readers fetch what was not delivered
             log.debug("read-ahead stream of %s stopped: %r", self.ref.key, exc)

@@ -114,6 +114,8 @@ class FileIO:
         version = (attr.etag, attr.size, attr.mtime_ns)
         keep_cache = oi.staged is None and self._seen.get(attr.inode) == version
         self._remember(attr.inode, version)
+        if not keep_cache and oi.staged is None and oi.ref is not None:
+            self._reader.fetch_on_open(oi.ref)  # a small file is read whole right after
         return fh, keep_cache
 
     async def created(self, attr: Attr, flags: int) -> HandleId:

@@ -168,8 +168,10 @@ def test_cold_pass_loads_every_block_once(workload: Workload) -> None:
     assert w.delta("cold", FUSE_BYTES, direction="read") == SIZE
     hits = w.delta("cold", HITS, tier="memory")
     misses = w.delta("cold", MISSES, tier="memory")
-    assert hits + misses == DIRECT_READS  # one memory lookup per FUSE read
-    assert 1 <= misses <= BLOCKS, (hits, misses)  # block 0, and read-ahead still in flight
+    # one memory lookup per FUSE read, except reads that waited for their block's
+    # read-ahead to land: those count as neither hit nor miss
+    assert hits + misses <= DIRECT_READS
+    assert misses == 1, (hits, misses)  # block 0; blocks 1 and 2 were read ahead
     # hit and miss bytes count the whole block per lookup, not the 128 KiB a read used
     assert w.delta("cold", HIT_BYTES, tier="memory") == hits * BLOCK
     assert w.delta("cold", MISS_BYTES, tier="memory") == misses * BLOCK
@@ -267,7 +269,8 @@ def test_prometheus_computes_the_dashboard_queries(
     misses = final.value(MISSES, tier="memory")
     cold_misses = workload.delta("cold", MISSES, tier="memory")
     assert misses == cold_misses and 1 <= misses <= BLOCKS  # only the cold pass missed
-    assert hits >= 2 * DIRECT_READS - misses + 2 * BLOCKS
+    cold_hits = workload.delta("cold", HITS, tier="memory")
+    assert hits >= cold_hits + DIRECT_READS + 2 * BLOCKS
     exprs = _dashboard_exprs()
     [since_mount] = exprs["Hit ratio since mount"]
 

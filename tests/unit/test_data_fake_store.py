@@ -29,6 +29,8 @@ class FakeStore:
         self.delay = 0.0
         self.failures: dict[str, list[BaseException]] = {}
         self.on_get_range: Callable[[str, int, int], None] | None = None
+        self.max_concurrent_ranges = 0
+        self._concurrent_ranges = 0
         self._lock = threading.Lock()
 
     # -- helpers for tests ----------------------------------------------------
@@ -75,11 +77,17 @@ class FakeStore:
         self._enter("get_range")
         with self._lock:
             self.ranges.append((key, offset, length))
-        if self.on_get_range is not None:
-            self.on_get_range(key, offset, length)
-        if self.delay:
-            time.sleep(self.delay)
-        return self._data(key)[offset : offset + length]
+            self._concurrent_ranges += 1
+            self.max_concurrent_ranges = max(self.max_concurrent_ranges, self._concurrent_ranges)
+        try:
+            if self.on_get_range is not None:
+                self.on_get_range(key, offset, length)
+            if self.delay:
+                time.sleep(self.delay)
+            return self._data(key)[offset : offset + length]
+        finally:
+            with self._lock:
+                self._concurrent_ranges -= 1
 
     def get_stream(self, key: str, offset: int) -> BinaryIO:
         self._enter("get_stream")

@@ -44,6 +44,7 @@ class Rig:
         readahead: int = 4,
         memory_blocks: int = 1000,
         max_prefetch_blocks: int | None = None,
+        mode: str = "stream",
     ) -> None:
         self.store = store
         self.metrics = Metrics()
@@ -53,6 +54,8 @@ class Rig:
             memory_bytes=memory_blocks * BS,
             disk_bytes=10_000 * BS,
             readahead_blocks=readahead,
+            readahead_mode=mode,
+            readahead_part_bytes=2 * BS,
         )
         self.ledger = PrefetchLedger(self.metrics)
         self.memory = MemoryBlockCache(
@@ -166,6 +169,51 @@ def test_sequential_reader_of_a_large_object_is_fed_by_one_open_get(tmp_path: Pa
     assert rig.metric("cloudfs_prefetch_wasted_bytes_total") == 0
 
 
+def test_stream_takes_blocks_the_disk_tier_holds_from_disk(tmp_path: Path) -> None:
+    size = 32 * BS
+    data = payload(size)
+    store = FakeStore({"obj": data})
+    first = Rig(store, str(tmp_path), readahead=8)
+    ref = first.ref("obj")
+
+    async def scan(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        out = bytearray()
+        for offset in range(0, size, BS // 2):
+            out += await reader.read(ref, offset, BS // 2, cursor)
+            await trio.sleep(0.001)
+        assert bytes(out) == data
+
+    first.run(scan)
+    calls = dict(store.calls)
+    second = Rig(store, str(tmp_path), readahead=8)  # a remount: empty memory, warm disk
+    second.run(scan)
+    assert dict(store.calls) == calls, "nothing fetched from the store again"
+    assert second.metric("cloudfs_blockcache_hits_total", "disk") >= 31
+
+
+def test_ranges_mode_reads_ahead_with_parallel_ranged_gets() -> None:
+    size = 64 * BS
+    data = payload(size)
+    rig = Rig(FakeStore({"obj": data}), None, readahead=8, mode="ranges")
+    rig.store.delay = 0.002
+    ref = rig.ref("obj")
+
+    async def body(reader: ObjectReader) -> None:
+        cursor = ReadCursor()
+        out = bytearray()
+        for offset in range(0, size, 16):
+            out += await reader.read(ref, offset, 16, cursor)
+            await trio.lowlevel.checkpoint()
+        assert bytes(out) == data
+
+    rig.run(body)
+    assert rig.store.calls["get_stream"] == 0
+    assert sum(length for _, _, length in rig.store.ranges) == size, "no block fetched twice"
+    assert max(length for _, _, length in rig.store.ranges) == 2 * BS, "parts of 2 blocks"
+    assert rig.store.max_concurrent_ranges >= 2, "parts of one batch are fetched at once"
+
+
 def test_small_objects_are_read_ahead_with_growing_ranged_gets() -> None:
     size = 3 * BS  # below STREAM_MIN_BLOCKS
     data = payload(size)
@@ -242,6 +290,23 @@ def test_small_object_is_fetched_whole_on_first_read() -> None:
 
     rig.run(body)
     assert rig.store.ranges == [("small", 0, 50)]
+
+
+def test_a_one_block_object_is_fetched_on_open() -> None:
+    rig = Rig(FakeStore({"small": payload(50), "big": payload(3 * BS)}), None)
+    small, big = rig.ref("small"), rig.ref("big")
+
+    async def body(reader: ObjectReader) -> None:
+        reader.fetch_on_open(small)
+        reader.fetch_on_open(big)  # more than one block: left to read-ahead
+        await trio.sleep(0.05)
+        assert rig.store.ranges == [("small", 0, 50)]
+        assert await reader.read(small, 0, 100, ReadCursor()) == payload(50)
+        reader.fetch_on_open(small)  # already in memory: nothing to do
+
+    rig.run(body)
+    assert rig.store.ranges == [("small", 0, 50)]
+    assert rig.metric("cloudfs_prefetch_used_bytes_total") == 50
 
 
 def test_full_block_reads_are_not_copied() -> None:
