@@ -81,6 +81,12 @@ class EmbeddedMeta:
         self._loader.ensure_fresh(parent)
         return ops_read.lookup(self._ctx, parent, name)
 
+    def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
+        validate_name(name)
+        if self._loader.stale(parent):
+            return None
+        return ops_read.lookup(self._ctx, parent, name)
+
     def getattr(self, inode: InodeId) -> Attr:
         return ops_read.getattr(self._ctx, inode)
 

@@ -51,6 +51,14 @@ class Meta(Protocol):
         """The attributes of ``name`` in directory ``parent``; lists it from the UFS if stale."""
         ...
 
+    def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
+        """``lookup`` when ``parent`` needs no listing first; None when it does.
+
+        Never contacts the UFS, so a local tree can answer it inline (the
+        common case: a data loader opening files of a directory it listed).
+        """
+        ...
+
     def getattr(self, inode: InodeId) -> Attr: ...
 
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:

@@ -76,7 +76,11 @@ class Vfs:
         return await trio.to_thread.run_sync(partial(fn, *args), limiter=self._meta_limiter)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        """A tree read (getattr, object_key, readlink, xattrs): inline when it cannot block."""
+        """A short local tree call: inline when the tree is local (it cannot block for long).
+
+        Reads (getattr, object_key, readlink, xattrs) and the open/release
+        bookkeeping of files. A worker-thread hop costs ~0.2 ms, more than these.
+        """
         if self.meta.local_reads:
             return fn(*args)
         return await self._meta(fn, *args)
@@ -88,7 +92,12 @@ class Vfs:
     # -- attributes ----------------------------------------------------------
 
     async def lookup(self, parent: InodeId, name: bytes) -> Attr:
-        return self.files.overlay(await self._meta(self.meta.lookup, parent, name))
+        attr = None
+        if self.meta.local_reads:  # no thread hop unless the directory must be listed
+            attr = self.meta.lookup_if_listed(parent, name)
+        if attr is None:
+            attr = await self._meta(self.meta.lookup, parent, name)
+        return self.files.overlay(attr)
 
     async def getattr(self, inode: InodeId) -> Attr:
         return self.files.overlay(await self._read(self.meta.getattr, inode))

@@ -93,7 +93,7 @@ class FileIO:
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
         if self._read_only and (writable or flags & os.O_TRUNC):
             raise ReadOnly()
-        attr = await self._m(self._meta.open, inode)
+        attr = await self._r(self._meta.open, inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         if attr.is_dir:  # the kernel opens directories with opendir; be safe anyway
@@ -120,7 +120,7 @@ class FileIO:
 
     async def created(self, attr: Attr, flags: int) -> HandleId:
         """A handle on a file ``create`` just made: empty, staged, due for upload."""
-        attr = await self._m(self._meta.open, attr.inode)
+        attr = await self._r(self._meta.open, attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         try:
@@ -145,7 +145,7 @@ class FileIO:
             del self._open[oi.inode]
             if oi.staged is not None:
                 await oi.staged.close()
-        await self._m(self._meta.release, oi.inode)
+        await self._r(self._meta.release, oi.inode)
 
     # -- read / write ------------------------------------------------------
 
@@ -195,7 +195,7 @@ class FileIO:
         oi = OpenInode(attr.inode, handles=1)
         oi.ref, oi.generation = await self._ref(attr), self._generation
         self._open[attr.inode] = oi
-        await self._m(self._meta.open, attr.inode)
+        await self._r(self._meta.open, attr.inode)
         try:
             staged = await self._staged(oi, new=False)
             await staged.truncate(size)

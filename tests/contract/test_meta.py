@@ -382,3 +382,14 @@ def test_restart_keeps_tree_only_state(w: MetaWorld) -> None:
     with pytest.raises(errors.NotFound):
         w.meta.getattr(orphan)  # freed: its open handle died with the old process
     assert TTL > 0
+
+
+def test_lookup_if_listed_answers_only_from_a_fresh_listing(w: MetaWorld) -> None:
+    w.store.put_bytes("seen.txt", b"abc")
+    assert w.meta.lookup_if_listed(R, b"seen.txt") is None  # never listed: needs the UFS
+    attr = w.meta.lookup(R, b"seen.txt")
+    assert w.meta.lookup_if_listed(R, b"seen.txt") == attr
+    with pytest.raises(errors.NotFound):
+        w.meta.lookup_if_listed(R, b"missing.txt")  # a fresh listing says it is not there
+    w.expire()
+    assert w.meta.lookup_if_listed(R, b"seen.txt") is None  # stale: list again first

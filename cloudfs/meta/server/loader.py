@@ -59,7 +59,8 @@ class DirectoryLoader:
                 if ino is not None and ino in self._moved:
                     self._moved[ino] += 1
 
-    def _stale(self, ino: int) -> bool:
+    def stale(self, ino: int) -> bool:
+        """Whether directory ``ino`` is due for a listing (never listed, or older than the TTL)."""
         with self._ctx.kv.transaction(write=False) as txn:
             rec = tree.load_dir(txn, ino)
         return self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
@@ -76,7 +77,7 @@ class DirectoryLoader:
         listing is not tried again for ``RETRY_AFTER_FAILURE_NS``: an outage of
         the object store must not turn every cached file into EIO.
         """
-        if not self._stale(ino):
+        if not self.stale(ino):
             return
         with self._guard:
             if self._retry_at.get(ino, 0) > self._ctx.clock():
@@ -84,7 +85,7 @@ class DirectoryLoader:
         with self._dir_locks.hold(ino):
             try:
                 for attempt in range(OPTIMISTIC_TRIES + 1):
-                    if not self._stale(ino):
+                    if not self.stale(ino):
                         return
                     final = attempt == OPTIMISTIC_TRIES
                     if self._try_load(ino, final):
