@@ -65,13 +65,14 @@ __all__ = ["HEADER_SIZE", "DiskBlockCache"]
 class _Shard:
     """One cache directory: its LRU index (key -> file size, LRU first) and its share."""
 
-    __slots__ = ("bytes", "capacity", "directory", "index")
+    __slots__ = ("bytes", "capacity", "directory", "index", "reserved")
 
     def __init__(self, directory: str, capacity: int) -> None:
         self.directory = directory
         self.capacity = capacity
         self.index: OrderedDict[str, int] = OrderedDict()
-        self.bytes = 0
+        self.bytes = 0  # files in the index
+        self.reserved = 0  # files being written
 
 
 class DiskBlockCache:
@@ -144,24 +145,33 @@ class DiskBlockCache:
         with self._lock:
             if not self._admits(shard, key, size):
                 return
-        if not self._free_space_for(shard, size):
-            return
+            self._make_room(shard, size)  # before writing: the directory never holds more
+            shard.reserved += size
+        written = False
+        try:
+            written = self._free_space_for(shard, size) and self._write(key, path, data)
+        finally:
+            with self._lock:
+                shard.reserved -= size
+                if written:
+                    old = shard.index.pop(key, None)
+                    if old is not None:
+                        shard.bytes -= old
+                        self._counters.removed(old, evicted=False)
+                    shard.index[key] = size
+                    shard.bytes += size
+                    self._counters.added(size)
+
+    def _write(self, key: str, path: str, data: bytes) -> bool:
+        """Write a block file (no lock held); False if the disk refused it."""
         tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
         try:
             write_block(path, tmp, data)
         except OSError as exc:
             log.warning("disk cache: cannot write block %s: %s", key, exc)
             unlink_quietly(tmp)
-            return
-        with self._lock:
-            old = shard.index.pop(key, None)
-            if old is not None:
-                shard.bytes -= old
-                self._counters.removed(old, evicted=False)
-            self._make_room(shard, size)
-            shard.index[key] = size
-            shard.bytes += size
-            self._counters.added(size)
+            return False
+        return True
 
     def discard(self, key: str) -> None:
         self.path_of(key)  # validates the key
@@ -187,7 +197,7 @@ class DiskBlockCache:
         """Whether every block ``key`` would push out of ``shard`` may be pushed out by it."""
         if key in shard.index:
             return True  # a rewrite of a cached block
-        need = shard.bytes + size - shard.capacity
+        need = shard.bytes + shard.reserved + size - shard.capacity
         for victim, victim_size in shard.index.items():
             if need <= 0:
                 break
@@ -217,7 +227,7 @@ class DiskBlockCache:
         return True
 
     def _make_room(self, shard: _Shard, size: int) -> None:
-        while shard.index and shard.bytes + size > shard.capacity:
+        while shard.index and shard.bytes + shard.reserved + size > shard.capacity:
             self._drop(shard, next(iter(shard.index)), evicted=True)
 
     def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:

@@ -324,6 +324,15 @@ class ObjectReader:
         if not ahead or nursery is None:
             return
         claimed: Claimed = []
+        streaming = self._mode == "stream" and block_count(ref.size, self._bs) >= STREAM_MIN_BLOCKS
+        if streaming and not self._has_stream(cursor, ref):
+            # A new sequential run: its GET starts with the blocks this read wants
+            # (from offset 0 that is a plain GET, which moto serves far faster than
+            # a ranged one, and a round trip less on any store).
+            for index in blocks_for_range(offset, end, self._bs):
+                flight = self._claim_free(ref, index)
+                if flight is not None:
+                    claimed.append((index, flight))
         covered = ahead.start
         for index in ahead:
             key = self._loader.key(ref, index)
@@ -344,7 +353,7 @@ class ObjectReader:
             return
         cursor.inflight_blocks += len(claimed)
         self._prefetch_inflight += len(claimed)
-        if self._mode == "stream" and self._stream_batch(nursery, ref, cursor, claimed):
+        if streaming and self._stream_batch(nursery, ref, cursor, claimed):
             return
         parts = [
             claimed[i : i + self._part_blocks] for i in range(0, len(claimed), self._part_blocks)
@@ -359,12 +368,21 @@ class ObjectReader:
                     flight.abandon()
                 return
 
+    def _has_stream(self, cursor: ReadCursor, ref: ObjectRef) -> bool:
+        stream = self._streams.get(cursor)
+        return stream is not None and not stream.closed and stream.ref == ref
+
+    def _claim_free(self, ref: ObjectRef, index: int) -> Flight[bytes] | None:
+        """A flight for block ``index`` unless memory holds it or someone fetches it."""
+        key = self._loader.key(ref, index)
+        if self._memory.contains(key):
+            return None
+        return self._flights.claim(key)
+
     def _stream_batch(
         self, nursery: trio.Nursery, ref: ObjectRef, cursor: ReadCursor, claimed: Claimed
     ) -> bool:
         """Hand a batch to the cursor's open GET (``stream.py``); False: use a ranged GET."""
-        if block_count(ref.size, self._bs) < STREAM_MIN_BLOCKS:
-            return False
         stream = self._streams.get(cursor)
         if stream is None or stream.closed or stream.ref != ref:
             stream = SequentialStream(
