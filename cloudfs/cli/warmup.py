@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -158,32 +158,31 @@ def _warm(
 
 
 def _check(mountpoint: str, targets: list[Target], timeout: float) -> int:
-    files = size = cached = complete = failed = 0
-    for batch in _batches(targets):
-        request = {"op": "check", "inodes": [t.inode for t in batch]}
-        result = client.result(mountpoint, request, timeout=timeout)
-        files += result["files"]
-        size += result["bytes"]
-        cached += result["cached_bytes"]
-        complete += result["complete_files"]
-        failed += result["failed"]
+    totals = _summed(mountpoint, "check", targets, timeout)
+    size, cached = totals["bytes"], totals["cached_bytes"]
     share = 100.0 * cached / size if size else 100.0
     print(
-        f"{files} files, {format_size(size)}: {format_size(cached)} cached ({share:.1f}%), "
-        f"{complete} files completely"
+        f"{totals['files']} files, {format_size(size)}: {format_size(cached)} cached "
+        f"({share:.1f}%), {totals['complete_files']} files completely"
     )
-    if failed:
-        print(f"cloudfs: {failed} files could not be checked (gone?)", file=sys.stderr)
-    return 1 if failed else 0
+    if totals["failed"]:
+        print(f"cloudfs: {totals['failed']} files could not be checked (gone?)", file=sys.stderr)
+    return 1 if totals["failed"] else 0
 
 
 def _evict(mountpoint: str, targets: list[Target], timeout: float) -> int:
-    files = evicted = failed = 0
+    totals = _summed(mountpoint, "evict", targets, timeout)
+    print(
+        f"evicted {format_size(totals['evicted_bytes'])} of {totals['files']} files from the cache"
+    )
+    return 1 if totals["failed"] else 0
+
+
+def _summed(mountpoint: str, op: str, targets: list[Target], timeout: float) -> Counter[str]:
+    """The numeric results of ``op`` over all ``targets``, one request per batch, added up."""
+    totals: Counter[str] = Counter()
     for batch in _batches(targets):
-        request = {"op": "evict", "inodes": [t.inode for t in batch]}
+        request = {"op": op, "inodes": [t.inode for t in batch]}
         result = client.result(mountpoint, request, timeout=timeout)
-        files += result["files"]
-        evicted += result["evicted_bytes"]
-        failed += result["failed"]
-    print(f"evicted {format_size(evicted)} of {files} files from the cache")
-    return 1 if failed else 0
+        totals.update({k: v for k, v in result.items() if isinstance(v, int) and k != "done"})
+    return totals

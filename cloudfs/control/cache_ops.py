@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
@@ -89,15 +90,9 @@ class CacheControl:
 
     async def check(self, request: Message, emit: Emit) -> Message:
         totals = {"files": 0, "bytes": 0, "cached_bytes": 0, "complete_files": 0, "failed": 0}
-        for inode in _inodes(request):
-            try:
-                ref = await self._ref(inode)
-            except FsError:
-                totals["failed"] += 1
-                continue
+        async for ref in self._refs(request, totals):
             size = ref.size if ref else 0
             cached = self._reader.cached_bytes(ref) if ref else 0
-            totals["files"] += 1
             totals["bytes"] += size
             totals["cached_bytes"] += cached
             totals["complete_files"] += cached == size
@@ -105,16 +100,23 @@ class CacheControl:
 
     async def evict(self, request: Message, emit: Emit) -> Message:
         totals = {"files": 0, "evicted_bytes": 0, "failed": 0}
+        async for ref in self._refs(request, totals):
+            if ref is not None:
+                totals["evicted_bytes"] += await self._reader.evict(ref)
+        return totals
+
+    async def _refs(
+        self, request: Message, totals: dict[str, int]
+    ) -> AsyncIterator[ObjectRef | None]:
+        """The objects of the request's inodes, counting ``files`` and ``failed`` (gone)."""
         for inode in _inodes(request):
             try:
                 ref = await self._ref(inode)
             except FsError:
                 totals["failed"] += 1
                 continue
-            if ref is not None:
-                totals["evicted_bytes"] += await self._reader.evict(ref)
             totals["files"] += 1
-        return totals
+            yield ref
 
     async def metrics(self, request: Message, emit: Emit) -> Message:
         text = generate_latest(self._metrics.registry).decode()

@@ -92,6 +92,16 @@ class Rig:
         return 0.0 if value is None else value
 
 
+async def read_sequentially(reader: ObjectReader, ref: ObjectRef, data: bytes, step: int) -> None:
+    """Read ``ref`` start to end with one cursor, ``step`` bytes at a time; check the bytes."""
+    cursor = ReadCursor()
+    out = bytearray()
+    for offset in range(0, ref.size, step):
+        out += await reader.read(ref, offset, step, cursor)
+        await trio.sleep(0.0005)  # let read-ahead run, as real I/O would
+    assert bytes(out) == data
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     size=st.sampled_from([0, 1, BS - 1, BS, BS + 1, 5 * BS, 7 * BS + 13]),
@@ -152,15 +162,7 @@ def test_sequential_reader_of_a_large_object_is_fed_by_one_open_get(tmp_path: Pa
     rig = Rig(FakeStore({"obj": data}), str(tmp_path), readahead=8)
     ref = rig.ref("obj")
 
-    async def body(reader: ObjectReader) -> None:
-        cursor = ReadCursor()
-        out = bytearray()
-        for offset in range(0, size, 16):
-            out += await reader.read(ref, offset, 16, cursor)
-            await trio.lowlevel.checkpoint()  # let read-ahead run, as real I/O would
-        assert bytes(out) == data
-
-    rig.run(body)
+    rig.run(lambda reader: read_sequentially(reader, ref, data, step=16))
     assert rig.store.calls["get_stream"] == 1, "one GET from offset 0, the first block included"
     assert rig.store.ranges == []
     assert rig.metric("cloudfs_prefetch_bytes_total") == size
@@ -176,18 +178,10 @@ def test_stream_takes_blocks_the_disk_tier_holds_from_disk(tmp_path: Path) -> No
     first = Rig(store, str(tmp_path), readahead=8)
     ref = first.ref("obj")
 
-    async def scan(reader: ObjectReader) -> None:
-        cursor = ReadCursor()
-        out = bytearray()
-        for offset in range(0, size, BS // 2):
-            out += await reader.read(ref, offset, BS // 2, cursor)
-            await trio.sleep(0.001)
-        assert bytes(out) == data
-
-    first.run(scan)
+    first.run(lambda reader: read_sequentially(reader, ref, data, step=BS // 2))
     calls = dict(store.calls)
     second = Rig(store, str(tmp_path), readahead=8)  # a remount: empty memory, warm disk
-    second.run(scan)
+    second.run(lambda reader: read_sequentially(reader, ref, data, step=BS // 2))
     assert dict(store.calls) == calls, "nothing fetched from the store again"
     assert second.metric("cloudfs_blockcache_hits_total", "disk") >= 31
 
@@ -199,15 +193,7 @@ def test_ranges_mode_reads_ahead_with_parallel_ranged_gets() -> None:
     rig.store.delay = 0.002
     ref = rig.ref("obj")
 
-    async def body(reader: ObjectReader) -> None:
-        cursor = ReadCursor()
-        out = bytearray()
-        for offset in range(0, size, 16):
-            out += await reader.read(ref, offset, 16, cursor)
-            await trio.lowlevel.checkpoint()
-        assert bytes(out) == data
-
-    rig.run(body)
+    rig.run(lambda reader: read_sequentially(reader, ref, data, step=16))
     assert rig.store.calls["get_stream"] == 0
     assert sum(length for _, _, length in rig.store.ranges) == size, "no block fetched twice"
     assert max(length for _, _, length in rig.store.ranges) == 2 * BS, "parts of 2 blocks"
@@ -220,15 +206,7 @@ def test_small_objects_are_read_ahead_with_growing_ranged_gets() -> None:
     rig = Rig(FakeStore({"obj": data}), None, readahead=8)
     ref = rig.ref("obj")
 
-    async def body(reader: ObjectReader) -> None:
-        cursor = ReadCursor()
-        out = bytearray()
-        for offset in range(0, size, 16):
-            out += await reader.read(ref, offset, 16, cursor)
-            await trio.lowlevel.checkpoint()
-        assert bytes(out) == data
-
-    rig.run(body)
+    rig.run(lambda reader: read_sequentially(reader, ref, data, step=16))
     assert rig.store.calls["get_stream"] == 0
     assert sum(length for _, _, length in rig.store.ranges) == size, "no block fetched twice"
 
