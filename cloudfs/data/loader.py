@@ -9,10 +9,12 @@ missing blocks (BASELINE.md: few large requests) -- puts them in the tiers and
 finishes every flight, whatever happens:
 
 * success: ``resolve`` (waiters get the bytes);
-* an error on a foreground load: ``fail`` (every waiter gets the store's
-  ``FsError`` unchanged);
-* an error on a prefetch, or cancellation: ``abandon`` (waiters retry the
-  fetch themselves, so a failed prefetch never poisons a read).
+* an error from the store (an ``FsError``, after the store's own bounded
+  retries), on a foreground load or a prefetch: ``fail`` (every reader waiting
+  then gets it unchanged, as its own fetch would have; a retry would cost the
+  whole round of timeouts again);
+* anything else, or cancellation: ``abandon`` (waiters retry the fetch
+  themselves). A later read, after the flight is gone, fetches again.
 
 Every blocking call (store, disk tier) runs in ``trio.to_thread.run_sync``
 under the injected limiter. Trio thread only; not thread-safe itself.
@@ -30,7 +32,7 @@ from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.singleflight import Flight, SingleFlight
 from cloudfs.data.blocks import ObjectRef, block_key, block_length, block_span, consecutive_runs
 from cloudfs.data.ledger import PrefetchLedger
-from cloudfs.errors import RemoteIOError
+from cloudfs.errors import FsError, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.interface import ObjectStore
 
@@ -110,12 +112,9 @@ class BlockLoader:
                 if prefetch:
                     self._metrics.prefetch_bytes.inc(sum(len(d) for d in blocks))
                 await self.disk_store(keyed)
-        except Exception as exc:
+        except FsError as exc:  # the store's answer, after its own retries: waiters get it
             for flight in pending.values():
-                if prefetch:
-                    flight.abandon()
-                else:
-                    flight.fail(exc)
+                flight.fail(exc)
             raise
         except BaseException:
             for flight in pending.values():

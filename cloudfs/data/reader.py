@@ -288,6 +288,9 @@ class ObjectReader:
                     found[index] = await flight.wait()
                 except FlightAbandoned:  # a prefetch gave up or its leader was cancelled
                     retry.append(index)
+                except RemoteIOError:  # the fetch we waited for failed: as if it were ours
+                    self._failed(ref)
+                    raise
             todo = retry
         for key in keys.values():
             self._ledger.read(key)
@@ -308,12 +311,16 @@ class ObjectReader:
         try:
             loaded = await self._loader.load(ref, claimed, prefetch=False, to_memory=True)
         except RemoteIOError:
-            self._recent_failures[ref.key] = trio.current_time()
-            if len(self._recent_failures) > 1024:
-                self._recent_failures.clear()
+            self._failed(ref)
             raise
         self._recent_failures.pop(ref.key, None)
         return loaded
+
+    def _failed(self, ref: ObjectRef) -> None:
+        """Reads of ``ref`` fail at once for ``FAIL_FAST_SECONDS`` (see above)."""
+        self._recent_failures[ref.key] = trio.current_time()
+        if len(self._recent_failures) > 1024:
+            self._recent_failures.clear()
 
     # -- read-ahead -----------------------------------------------------------
 

@@ -14,9 +14,11 @@ A batch that does not start where the stream is (the reader skipped cached
 blocks, or seeked) is reached by reading past at most ``MAX_SKIP_BLOCKS``
 blocks, or else by opening a new GET there. The GET is closed when the stream
 has been idle for ``IDLE_SECONDS``, on an error, or when its nursery is
-cancelled; flights it did not resolve are abandoned (readers then fetch the
-blocks themselves), and ``release(n)`` is told about every block it is done
-with, resolved or not, so the reader's read-ahead budget stays exact.
+cancelled. Flights it did not resolve are failed with the store's error
+(``FsError``: readers waiting for them get it, as from their own GET) or
+otherwise abandoned (readers then fetch the blocks themselves), and
+``release(n)`` is told about every block it is done with, resolved or not, so
+the reader's read-ahead budget stays exact.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import trio
 
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.loader import BlockLoader, Claimed
+from cloudfs.errors import FsError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class SequentialStream:
         body: BinaryIO | None = None
         position = -1  # the block index ``body`` is at
         batch: Claimed = []
+        error: FsError | None = None
         try:
             while True:
                 with trio.move_on_after(IDLE_SECONDS):
@@ -102,6 +106,9 @@ class SequentialStream:
                     keyed = self._loader.hand_over(self.ref, index, data, flight, to_memory=True)
                     await to_disk.send(keyed)
                 batch = []
+        except FsError as exc:  # the store failed, after its own retries: waiters get it
+            log.debug("read-ahead stream of %s failed: %r", self.ref.key, exc)
+            error = exc
         except Exception as exc:  # best effort: readers fetch what was not delivered
             log.debug("read-ahead stream of %s stopped: %r", self.ref.key, exc)
         finally:
@@ -109,7 +116,10 @@ class SequentialStream:
             self._send.close()
             leftovers = batch + [item for queued in _drain(self._receive) for item in queued]
             for _, flight in leftovers:
-                flight.abandon()
+                if error is not None:
+                    flight.fail(error)
+                else:
+                    flight.abandon()
             self._release(len(leftovers))
             if body is not None:
                 await self._loader.close_stream(body)
