@@ -48,14 +48,26 @@ def wait_for_exit(pid: int, timeout: float) -> bool:
     """Wait until process ``pid`` is gone; False if it is still there after ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             return True
-        except PermissionError:
-            pass
         time.sleep(0.05)
     return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (exited, not yet reaped by its parent) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
 
 
 def default_cache_root() -> Path:
