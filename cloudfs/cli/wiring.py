@@ -15,6 +15,7 @@ from cloudfs.cache.admission import make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
+from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig
 from cloudfs.control.cache_ops import CacheControl
 from cloudfs.control.server import ControlServer
@@ -38,6 +39,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     Everything that can fail for a user's reason (bucket, credentials, cache
     directory, the mount itself) fails here, before the caller detaches.
     """
+    bound_malloc()  # before any worker thread exists
     cache_dir = config.cache.cache_dir
     locks = [checks.lock_cache_dir(d) for d in (cache_dir, *config.cache.disk_dirs)]
     metrics = Metrics()
