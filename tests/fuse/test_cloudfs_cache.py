@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudfs.cli.runtime import read_pid
 from tests.fuse.conftest import MountFactory
 from tests.support.faults_proxy import FaultsProxy, running_proxy
 from tests.support.mounts import Backing, Mount, mounted
@@ -208,3 +209,31 @@ def test_epochs_over_twice_the_cache(backing: Backing, policy: str) -> None:
         assert ratios[1] == ratios[2] == 0.0
     else:
         assert ratios[1] >= 0.4 and ratios[2] >= 0.4, ratios
+
+
+def test_memory_stays_within_the_tier_plus_300_mib_over_a_large_dataset(backing: Backing) -> None:
+    """Issue 4's budget: 1 GiB streamed through a 16 MiB memory tier and a 64 MiB disk tier."""
+    blob = os.urandom(128 * MiB)
+    names = [f"large/part{i}" for i in range(4)]
+    for i, key in enumerate(names):
+        backing.write_object(key, blob[i:] + blob[:i])  # four different objects
+    memory_tier = 16 * MiB
+    with mounted(
+        backing, ["--memory-cache-size", str(memory_tier), "--cache-size", str(64 * MiB)]
+    ) as m:
+        pid = read_pid(os.path.realpath(m.root))
+        assert pid is not None
+        for _ in range(2):
+            for i, key in enumerate(names):
+                assert read_uncached(m.root / key) == blob[i:] + blob[:i]
+        peak = proc_status(pid, "VmHWM")
+    print(f"\npeak resident memory {peak / MiB:.0f} MiB after reading 1 GiB")
+    assert peak <= memory_tier + 300 * MiB
+
+
+def proc_status(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` field (VmRSS, VmHWM) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise LookupError(field)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import trio
 import trio.testing
@@ -120,3 +123,26 @@ def test_claim_resolve_abandon() -> None:
         assert len(flights) == 0
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("finish", ["resolve", "fail", "abandon"])
+def test_a_finished_flight_is_freed_without_the_cyclic_collector(finish: str) -> None:
+    # A flight holds a whole block; if it sat in a reference cycle, blocks would
+    # pile up until Python's cyclic GC ran (it counts objects, not bytes).
+    flights: SingleFlight[str, bytes] = SingleFlight()
+    flight = flights.claim("k")
+    assert flight is not None
+    gone = weakref.ref(flight)
+    if finish == "resolve":
+        flight.resolve(b"block")
+    elif finish == "fail":
+        flight.fail(RemoteIOError("down"))
+    else:
+        flight.abandon()
+    assert len(flights) == 0
+    gc.disable()
+    try:
+        del flight
+        assert gone() is None
+    finally:
+        gc.enable()
