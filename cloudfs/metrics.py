@@ -91,3 +91,30 @@ class Metrics:
             "Prefetched bytes the memory tier dropped before any read used them",
             registry=r,
         )
+        self.writeback_files = Gauge(
+            "cloudfs_writeback_pending_files",
+            "Closed files whose bytes are not in the UFS yet (write-back backlog)",
+            registry=r,
+        )
+        self.writeback_bytes = Gauge(
+            "cloudfs_writeback_pending_bytes", "Bytes of the write-back backlog", registry=r
+        )
+        self.writeback_oldest_age = Gauge(
+            "cloudfs_writeback_oldest_age_seconds",
+            "Seconds since the oldest file of the write-back backlog was closed",
+            registry=r,
+        )
+        self.writeback_overdue_files = Gauge(
+            "cloudfs_writeback_overdue_files",
+            "Backlog files older than the upload deadline",
+            registry=r,
+        )
+        self.writeback_uploads = Counter(
+            "cloudfs_writeback_uploads", "Upload attempts by result", ["result"], registry=r
+        )
+        self.writeback_retries = Counter(
+            "cloudfs_writeback_retries", "Uploads retried after a failure", registry=r
+        )
+        self.writeback_uploaded_bytes = Counter(
+            "cloudfs_writeback_uploaded_bytes", "Bytes uploaded by write-back", registry=r
+        )

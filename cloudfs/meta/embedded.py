@@ -189,6 +189,10 @@ class EmbeddedMeta:
         with self._ns_lock:
             return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag)
 
+    def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
+        with self._ns_lock:
+            return ops_attr.commit_pending(self._ctx, inode, size, mtime_ns)
+
     def close(self) -> None:
         self._ctx.kv.close()
 

@@ -144,6 +144,13 @@ class Meta(Protocol):
         """Record that the file's bytes are now in the UFS as an object with ``etag``."""
         ...
 
+    def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
+        """Record new bytes waiting in the write-back journal (etag "" until uploaded).
+
+        Until ``commit_upload``, a listing of the UFS leaves the file alone.
+        """
+        ...
+
     def close(self) -> None:
         """Release the engine (LMDB environment, connections)."""
         ...

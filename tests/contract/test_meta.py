@@ -332,6 +332,18 @@ def test_commit_upload(w: MetaWorld) -> None:
         w.meta.commit_upload(R, 1, 1, "e")
 
 
+def test_commit_pending(w: MetaWorld) -> None:
+    f = mkfile(w, R, b"f", None)
+    w.meta.commit_upload(f, 10, 123, "etag-1")
+    w.clock.advance(1)
+    a = w.meta.commit_pending(f, 20, 456)
+    assert (a.size, a.mtime_ns, a.etag, a.ctime_ns) == (20, 456, "", w.clock.now)
+    assert w.meta.getattr(f).size == 20
+    assert w.meta.commit_upload(f, 20, 456, "etag-2").etag == "etag-2"
+    with pytest.raises(errors.IsADirectory):
+        w.meta.commit_pending(R, 1, 1)
+
+
 # -- concurrency and restart --------------------------------------------------------
 
 

@@ -79,7 +79,7 @@ def mnt_backing(mnt: Path, shared_mount_root: Path, shared_backing: Backing) -> 
 
 @pytest.fixture
 def ufs_kind(shared_backing: Backing) -> str:
-    """"local", "s3" or "plain": what backs ``mnt`` (S3 cannot hold every name)."""
+    """ "local", "s3" or "plain": what backs ``mnt`` (S3 cannot hold every name)."""
     if PLAIN:
         return "plain"
     return "s3" if shared_backing.s3 is not None else "local"

@@ -74,6 +74,30 @@ def test_ttl_refresh_sees_changes_behind_the_mount(w: MetaWorld) -> None:
         w.meta.lookup(R, b"gone")
 
 
+def test_pending_bytes_are_not_undone_by_a_listing(w: MetaWorld) -> None:
+    """A file whose newer bytes wait in the write-back journal keeps them across re-listings."""
+    store = mem(w)
+    store.put_bytes("old", b"v1")
+    store.put_bytes("rewritten", b"v1")
+    old = w.meta.lookup(R, b"old")
+    pending = w.meta.commit_pending(w.meta.lookup(R, b"rewritten").inode, 12345, 777)
+    assert (pending.size, pending.etag, pending.mtime_ns) == (12345, "", 777)
+    store.put_bytes("rewritten", b"changed behind the mount")
+    store.delete("rewritten")
+    store.delete("old")
+    w.clock.advance(TTL * 2)
+    assert w.meta.lookup(R, b"rewritten").size == 12345  # neither updated nor removed
+    with pytest.raises(errors.NotFound):
+        w.meta.lookup(R, b"old")
+    assert old.inode != pending.inode
+    store.put_bytes("rewritten", b"x" * 12345)
+    done = w.meta.commit_upload(pending.inode, 12345, 777, store.head("rewritten").etag)
+    store.put_bytes("rewritten", b"v3")
+    w.clock.advance(TTL * 2)
+    fresh = w.meta.lookup(R, b"rewritten")  # uploaded: the listing has its say again
+    assert fresh.inode == done.inode and fresh.size == 2
+
+
 def test_vanished_directory_keeps_only_tree_only_content(w: MetaWorld) -> None:
     store = mem(w)
     store.put_bytes("a/b/c", b"1")

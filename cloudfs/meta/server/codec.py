@@ -34,6 +34,7 @@ RECORD_VERSION = 1
 # loaded_at, flags, len(etag), len(name)
 _INODE = struct.Struct(">BIIIIQQqqqQqBHH")
 _FLAG_UFS = 1
+_FLAG_PENDING = 2
 
 NEXT_INODE_KEY = b"C:next_inode"
 INODE_COUNT_KEY = b"C:inode_count"
@@ -59,6 +60,9 @@ class InodeRecord:
     name: bytes = b""  # primary name in ``parent``
     loaded_at_ns: int = 0  # directories: when last merged from a UFS listing
     ufs: bool = False  # backed by the UFS (an object or a directory there)
+    # Files: newer bytes wait in this mount's write-back journal (size and mtime
+    # are theirs; etag is ""); a UFS listing has no say until they are uploaded.
+    pending: bool = False
 
 
 def encode_inode(rec: InodeRecord) -> bytes:
@@ -76,7 +80,7 @@ def encode_inode(rec: InodeRecord) -> bytes:
         rec.ctime_ns,
         rec.parent,
         rec.loaded_at_ns,
-        _FLAG_UFS if rec.ufs else 0,
+        (_FLAG_UFS if rec.ufs else 0) | (_FLAG_PENDING if rec.pending else 0),
         len(etag),
         len(rec.name),
     )
@@ -121,6 +125,7 @@ def decode_inode(data: bytes) -> InodeRecord:
         name=bytes(name),
         loaded_at_ns=loaded,
         ufs=bool(flags & _FLAG_UFS),
+        pending=bool(flags & _FLAG_PENDING),
     )
 
 

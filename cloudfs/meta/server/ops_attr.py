@@ -129,6 +129,24 @@ def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: st
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
-        rec = replace(rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag=etag, ufs=True)
+        rec = replace(
+            rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag=etag, ufs=True, pending=False
+        )
+        tree.save(txn, ino, rec)
+        return tree.to_attr(ino, rec)
+
+
+def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr:
+    """New bytes are durable in the write-back journal: record their size, keep the object.
+
+    ``ufs`` is kept: an object from before still sits under the file's name, and
+    a rename or unlink must move or delete it until the upload replaces it.
+    """
+    now = ctx.clock()
+    with ctx.kv.transaction(write=True) as txn:
+        rec = tree.load(txn, ino)
+        if not stat.S_ISREG(rec.mode):
+            raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
+        rec = replace(rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag="", pending=True)
         tree.save(txn, ino, rec)
         return tree.to_attr(ino, rec)

@@ -14,6 +14,7 @@ merge then runs in a single write transaction however large the directory
   directory itself goes only if nothing tree-only or open is left in it;
 * tree-only entries are kept: symlinks, fifos, sockets, devices, secondary
   hard-link names, and files created through the mount but not uploaded yet;
+* so are files whose newer bytes wait in the write-back journal (``pending``);
 * a name that is both an object and a prefix is a directory.
 """
 
@@ -144,8 +145,8 @@ def _reconcile(
     """Bring one existing entry in line with the listing; returns the subdirectory delta."""
     rec = tree.load(txn, ino)
     is_dir = stat.S_ISDIR(rec.mode)
-    if not rec.ufs or (not is_dir and not tree.is_primary(rec, dir_ino, name)):
-        return 0  # tree-only: the listing has no say
+    if not rec.ufs or rec.pending or (not is_dir and not tree.is_primary(rec, dir_ino, name)):
+        return 0  # tree-only, or newer bytes wait for upload: the listing has no say
     if is_dir:
         if listed and info is None:
             return 0

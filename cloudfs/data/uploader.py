@@ -1,0 +1,260 @@
+"""Uploader: pushes sealed write-back journal entries to the UFS, in the background.
+
+One entry per inode is owed at a time: a newer ``submit`` for the same inode
+supersedes the older entry (its data is dropped unuploaded), so a file
+rewritten within ``delay`` seconds is uploaded once. An entry is due
+``delay`` seconds after it was sealed; at most ``concurrency`` uploads run at
+once. Each upload:
+
+1. asks the sink for the file's current key (``None``: the file was unlinked,
+   so it is never uploaded);
+2. puts the whole file (``ObjectStore.put_file``: multipart for large files);
+3. asks for the key again: a rename or unlink during the put moves or deletes
+   what was just put;
+4. tells the sink (which records the new ETag in the tree), then forgets the
+   journal entry.
+
+A failure (an ``FsError`` from the store after its own bounded retries) is
+retried after an exponential back-off with jitter, without limit: nothing is
+dropped. An entry older than ``deadline`` seconds is reported loudly on every
+failed attempt and counted in ``cloudfs_writeback_overdue_files``.
+
+``drain()`` waits until nothing is owed. ``backlog()`` and the
+``cloudfs_writeback_*`` metrics describe what is owed. Runs in the trio
+thread; blocking work (store, journal) goes to worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import trio
+
+from cloudfs.data.journal import JournalEntry, WriteJournal
+from cloudfs.errors import FsError
+from cloudfs.metrics import Metrics
+from cloudfs.types import ObjectInfo
+from cloudfs.ufs.interface import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+class UploadSink(Protocol):
+    """Where the uploader learns a file's key and reports a finished upload (the VFS)."""
+
+    async def key_of(self, inode: int) -> str | None:
+        """The file's UFS key now; ``None`` if it has no name left."""
+        ...
+
+    async def uploaded(self, entry: JournalEntry, info: ObjectInfo) -> None:
+        """``entry``'s bytes are in the UFS as ``info``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class UploadPolicy:
+    concurrency: int = 4
+    delay: float = 0.0  # seconds after close before an upload starts
+    deadline: float = 3600.0  # seconds after close before a stuck upload is reported
+    retry_base: float = 1.0  # first back-off, doubled per failure
+    retry_max: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    files: int
+    bytes: int
+    oldest_age: float  # seconds since the oldest owed entry was sealed; 0 if none
+    failures: int  # failed attempts of the owed entries
+    uploading: int
+
+
+@dataclass
+class _Owed:
+    entry: JournalEntry
+    due: float  # trio clock
+    attempts: int = 0
+    uploading: bool = False
+    superseded_by: JournalEntry | None = field(default=None)
+
+
+class Uploader:
+    def __init__(
+        self,
+        journal: WriteJournal,
+        store: ObjectStore,
+        sink: UploadSink,
+        metrics: Metrics,
+        policy: UploadPolicy,
+        limiter: trio.CapacityLimiter,
+    ) -> None:
+        self._journal = journal
+        self._store = store
+        self._sink = sink
+        self._metrics = metrics
+        self._policy = policy
+        self._limiter = limiter
+        self._owed: dict[int, _Owed] = {}  # inode -> the newest entry owed
+        self._wake = trio.Event()
+        self._changed = trio.Event()
+        self._slots = trio.Semaphore(max(1, policy.concurrency))
+        metrics.writeback_files.set_function(lambda: len(self._owed))
+        metrics.writeback_bytes.set_function(lambda: sum(o.entry.size for o in self._owed.values()))
+        metrics.writeback_oldest_age.set_function(lambda: self.backlog().oldest_age)
+        metrics.writeback_overdue_files.set_function(self._overdue)
+
+    # -- what is owed ---------------------------------------------------------
+
+    def submit(self, entry: JournalEntry) -> None:
+        """Owe ``entry`` to the UFS (superseding an older entry of its inode)."""
+        old = self._owed.get(entry.inode)
+        if old is not None and old.entry.seq > entry.seq:
+            self._forget_soon(entry)  # recovery order: an older entry arrived late
+            return
+        due = trio.current_time() + max(0.0, entry.sealed_at + self._policy.delay - time.time())
+        self._owed[entry.inode] = _Owed(entry, due)
+        if old is not None:
+            if old.uploading:
+                old.superseded_by = entry  # its task forgets it when the put returns
+            else:
+                self._forget_soon(old.entry)
+        self._poke()
+
+    def pending(self, inode: int) -> JournalEntry | None:
+        """The newest bytes of ``inode`` still owed to the UFS, if any."""
+        owed = self._owed.get(inode)
+        return owed.entry if owed is not None else None
+
+    def backlog(self) -> Backlog:
+        owed = list(self._owed.values())
+        now = time.time()
+        return Backlog(
+            files=len(owed),
+            bytes=sum(o.entry.size for o in owed),
+            oldest_age=max((now - o.entry.sealed_at for o in owed), default=0.0),
+            failures=sum(o.attempts for o in owed),
+            uploading=sum(1 for o in owed if o.uploading),
+        )
+
+    async def drain(self) -> None:
+        """Wait until nothing is owed (bound it with ``trio.move_on_after``)."""
+        for owed in self._owed.values():
+            owed.due = min(owed.due, trio.current_time())  # no upload delay when draining
+        self._poke()
+        while self._owed:
+            await self._changed.wait()
+
+    # -- the work -------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Upload what is due until cancelled (a nursery task of the mount)."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                now = trio.current_time()
+                due = [o for o in self._owed.values() if not o.uploading and o.due <= now]
+                for owed in sorted(due, key=lambda o: o.due):
+                    await self._slots.acquire()
+                    if self._owed.get(owed.entry.inode) is not owed or owed.uploading:
+                        self._slots.release()
+                        continue
+                    owed.uploading = True
+                    nursery.start_soon(self._upload, owed)
+                waiting = [o.due for o in self._owed.values() if not o.uploading]
+                self._wake = trio.Event()
+                with trio.move_on_at(min(waiting, default=math.inf)):
+                    await self._wake.wait()
+
+    async def _upload(self, owed: _Owed) -> None:
+        entry = owed.entry
+        try:
+            done = await self._attempt(entry)
+        except FsError as exc:
+            done = False
+            self._failed(owed, exc)
+        except Exception:
+            done = False
+            log.exception("upload of %s (inode %d) failed unexpectedly", entry.key, entry.inode)
+            self._failed(owed, None)
+        finally:
+            owed.uploading = False
+            self._slots.release()
+        if done or owed.superseded_by is not None:
+            if self._owed.get(entry.inode) is owed:
+                del self._owed[entry.inode]
+            await self._forget(entry)
+        self._poke()
+
+    async def _attempt(self, entry: JournalEntry) -> bool:
+        key = await self._sink.key_of(entry.inode)
+        if key is None:
+            log.info("inode %d was unlinked before its upload: not uploaded", entry.inode)
+            return True
+        info: ObjectInfo = await trio.to_thread.run_sync(
+            self._store.put_file, key, entry.data_path, limiter=self._limiter
+        )
+        now_key = await self._sink.key_of(entry.inode)
+        if now_key != key:  # renamed or unlinked while the put ran
+            if now_key is None:
+                await trio.to_thread.run_sync(self._store.delete, key, limiter=self._limiter)
+                return True
+            info = await trio.to_thread.run_sync(
+                self._store.rename, key, now_key, limiter=self._limiter
+            )
+        if self._superseded(entry):
+            return True  # newer bytes are owed: they will be committed instead
+        await self._sink.uploaded(entry, info)
+        self._metrics.writeback_uploads.labels("ok").inc()
+        self._metrics.writeback_uploaded_bytes.inc(entry.size)
+        return True
+
+    def _superseded(self, entry: JournalEntry) -> bool:
+        owed = self._owed.get(entry.inode)
+        return owed is not None and owed.entry.seq != entry.seq
+
+    def _failed(self, owed: _Owed, exc: FsError | None) -> None:
+        owed.attempts += 1
+        self._metrics.writeback_uploads.labels("error").inc()
+        self._metrics.writeback_retries.inc()
+        backoff = min(self._policy.retry_max, self._policy.retry_base * 2 ** (owed.attempts - 1))
+        backoff *= random.uniform(0.5, 1.5)
+        owed.due = trio.current_time() + backoff
+        entry = owed.entry
+        age = time.time() - entry.sealed_at
+        if age > self._policy.deadline:
+            log.error(
+                "write-back OVERDUE: %s (inode %d, %d bytes) closed %.0f s ago is still not"
+                " uploaded after %d attempts (%s); retrying in %.0f s",
+                entry.key, entry.inode, entry.size, age, owed.attempts, exc, backoff,
+            )  # fmt: skip
+        else:
+            log.warning(
+                "upload of %s (inode %d) failed (attempt %d: %s); retrying in %.1f s",
+                entry.key, entry.inode, owed.attempts, exc, backoff,
+            )  # fmt: skip
+
+    def _overdue(self) -> int:
+        now = time.time()
+        deadline = self._policy.deadline
+        return sum(1 for o in self._owed.values() if now - o.entry.sealed_at > deadline)
+
+    def _forget_soon(self, entry: JournalEntry) -> None:
+        try:
+            trio.lowlevel.spawn_system_task(self._forget, entry)
+        except RuntimeError:  # no trio run: forget it now
+            self._journal.remove(entry)
+
+    async def _forget(self, entry: JournalEntry) -> None:
+        try:
+            await trio.to_thread.run_sync(self._journal.remove, entry, limiter=self._limiter)
+        except FsError as exc:  # left for the next recovery to retry
+            log.warning("could not remove journal entry %d: %s", entry.seq, exc)
+
+    def _poke(self) -> None:
+        self._wake.set()
+        self._changed.set()
+        self._changed = trio.Event()
