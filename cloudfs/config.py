@@ -39,6 +39,18 @@ class CacheConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteConfig:
+    # "through": close() returns once the object is in the UFS. "back": once the
+    # bytes and a journal record are fsync'd in the staging area; an uploader
+    # pushes them to the UFS in the background (see cloudfs/data/uploader.py).
+    mode: str = "through"
+    upload_delay: float = 0.0  # seconds after close before uploading (coalesces rewrites)
+    upload_deadline: float = 3600.0  # seconds before a stuck upload is reported loudly
+    upload_concurrency: int = 4
+    drain_timeout: float = 600.0  # seconds unmount waits for the backlog (0: no wait)
+
+
+@dataclass(frozen=True, slots=True)
 class MountConfig:
     ufs_uri: str
     mountpoint: str
@@ -56,3 +68,4 @@ class MountConfig:
     debug: bool = False
     log_file: str | None = None
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint
+    write: WriteConfig = WriteConfig()

@@ -11,7 +11,7 @@ from cloudfs.cache.admission import POLICIES
 from cloudfs.cli import checks, mount_options, runtime
 from cloudfs.cli.daemon import run_detached
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
-from cloudfs.config import CacheConfig, MountConfig, S3Config
+from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
 from cloudfs.errors import UsageError
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
 
@@ -44,10 +44,13 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         raise UsageError(
             f"--readahead-mode must be one of {', '.join(mount_options.READAHEAD_MODES)}"
         )
+    if args.write_mode not in mount_options.WRITE_MODES:
+        raise UsageError(f"--write-mode must be one of {', '.join(mount_options.WRITE_MODES)}")
     if args.cache_policy not in POLICIES:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     try:
         readahead = int(args.readahead_blocks)
+        upload_concurrency = int(args.upload_concurrency)
         free_space_ratio = float(args.free_space_ratio)
         uid = int(args.uid) if args.uid is not None else os.getuid()
         gid = int(args.gid) if args.gid is not None else os.getgid()
@@ -55,6 +58,15 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         raise UsageError(f"expected a number: {e}") from None
     if not 0.0 <= free_space_ratio < 1.0:
         raise UsageError("--free-space-ratio must be at least 0 and below 1")
+    if upload_concurrency < 1:
+        raise UsageError("--upload-concurrency must be at least 1")
+    write = WriteConfig(
+        mode=args.write_mode,
+        upload_delay=parse_seconds(str(args.upload_delay)),
+        upload_deadline=parse_seconds(str(args.upload_deadline)),
+        upload_concurrency=upload_concurrency,
+        drain_timeout=parse_seconds(str(args.drain_timeout)),
+    )
     block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
     return MountConfig(
         ufs_uri=args.ufs_uri,
@@ -83,6 +95,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         debug=bool(args.debug),
         log_file=args.log_file,
         metrics_address=args.metrics,
+        write=write,
     )
 
 

@@ -12,6 +12,7 @@ import argparse
 from cloudfs.errors import UsageError
 
 READAHEAD_MODES = ("stream", "ranges")
+WRITE_MODES = ("through", "back")
 
 # -o name -> (argparse dest, takes a value)
 O_OPTIONS: dict[str, tuple[str, bool]] = {
@@ -39,6 +40,11 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "s3_timeout": ("s3_timeout", True),
     "log_file": ("log_file", True),
     "metrics": ("metrics", True),
+    "write_mode": ("write_mode", True),
+    "upload_delay": ("upload_delay", True),
+    "upload_deadline": ("upload_deadline", True),
+    "upload_concurrency": ("upload_concurrency", True),
+    "drain_timeout": ("drain_timeout", True),
 }
 IGNORED = {
     "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
@@ -91,6 +97,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=READAHEAD_MODES,
         help="stream: one open GET per sequential reader of a large file; ranges: parallel "
         "8 MiB ranged GETs, for stores where one connection is slower than the network (stream)",
+    )
+    p.add_argument(
+        "--write-mode",
+        default="through",
+        choices=WRITE_MODES,
+        help="through: close() returns once the file is in the UFS; back: once it is "
+        "durable in the local staging journal, uploaded in the background (through)",
+    )
+    p.add_argument(
+        "--upload-delay", default="0", help="write-back: seconds to wait before uploading (0)"
+    )
+    p.add_argument(
+        "--upload-deadline",
+        default="3600",
+        help="write-back: seconds after which a file still not uploaded is reported (3600)",
+    )
+    p.add_argument("--upload-concurrency", default="4", help="write-back: uploads at once (4)")
+    p.add_argument(
+        "--drain-timeout",
+        default="600",
+        help="write-back: seconds unmount waits for pending uploads; what is left is "
+        "uploaded by the next mount (600)",
     )
     p.add_argument(
         "--meta-ttl",

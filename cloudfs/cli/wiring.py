@@ -16,11 +16,14 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.cli.malloc import bound_malloc
-from cloudfs.config import MountConfig
+from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control.cache_ops import CacheControl
 from cloudfs.control.server import ControlServer
+from cloudfs.control.writeback_ops import WritebackControl
+from cloudfs.data.journal import WriteJournal
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
+from cloudfs.data.uploader import Uploader, UploadPolicy
 from cloudfs.errors import UsageError
 from cloudfs.fuse import session
 from cloudfs.fuse.operations import CloudFsOperations
@@ -57,6 +60,10 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     )  # fmt: skip
     staging = os.path.join(cache_dir, "staging")
     os.makedirs(staging, exist_ok=True)
+    journal = WriteJournal(os.path.join(cache_dir, "writeback"))
+    owed = journal.recover()
+    if owed:
+        log.info("write-back journal: %d closed files still to upload", len(owed))
     vfs = Vfs(
         meta,
         store,
@@ -65,6 +72,11 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         read_only=config.read_only,
         supplementary_groups=pyfuse3.get_sup_groups,
     )
+    uploader = Uploader(
+        journal, store, vfs.files, metrics, _upload_policy(config.write), trio.CapacityLimiter(16)
+    )
+    vfs.files.attach_uploader(uploader, write_back=config.write.mode == "back")
+    writeback = WritebackControl(uploader, config.write.drain_timeout)
     ops = CloudFsOperations(
         vfs, metrics, timeout=config.meta_ttl, block_size=config.cache.block_size
     )
@@ -83,7 +95,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     pid_path = runtime.write_pid(config.mountpoint)
     control = ControlServer(
         runtime.control_socket(config.mountpoint),
-        CacheControl(meta, reader, metrics, _facts(config)).handlers(),
+        {**CacheControl(meta, reader, metrics, _facts(config)).handlers(), **writeback.handlers()},
     )
     control_socket = control.bind()
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
@@ -92,10 +104,13 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         reader.start(nursery)
         nursery.start_soon(session.raise_read_ahead, config.mountpoint)
         nursery.start_soon(control.serve, control_socket)
+        for entry in owed:
+            uploader.submit(entry)
+        nursery.start_soon(uploader.run)
 
     def serve() -> int:
         try:
-            signalled = trio.run(session.serve, start_background)
+            signalled = trio.run(session.serve, start_background, writeback.drain_before_exit)
             session.stop(unmount=signalled)
         finally:
             meta.close()
@@ -117,7 +132,16 @@ def _facts(config: MountConfig) -> dict[str, object]:
         "memory_bytes": config.cache.memory_bytes,
         "disk_bytes": config.cache.disk_bytes,
         "cache_policy": config.cache.policy,
+        "write_mode": config.write.mode,
     }
+
+
+def _upload_policy(write: WriteConfig) -> UploadPolicy:
+    return UploadPolicy(
+        concurrency=write.upload_concurrency,
+        delay=write.upload_delay,
+        deadline=write.upload_deadline,
+    )
 
 
 def _close_all(locks: list[IO[bytes]]) -> None:

@@ -59,8 +59,9 @@ class WriteJournal:
         self._lock = threading.Lock()
         self._next_seq = 1
         with _os_errors("journal"):
-            os.makedirs(self._data, exist_ok=True)
-            os.makedirs(self._records, exist_ok=True)
+            for path in (directory, self._data, self._records):
+                os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chmod(directory, 0o700)  # users' bytes: only the mount's owner reads them
 
     @property
     def directory(self) -> str:

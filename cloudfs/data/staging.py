@@ -32,6 +32,7 @@ import contextlib
 import errno as errno_mod
 import functools
 import os
+import shutil
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -88,17 +89,26 @@ class StagedFile:
         truncate: bool = False,
         *,
         new: bool = False,
+        copy_of: str | None = None,
     ) -> StagedFile:
-        """Create (replacing any leftover) ``staging_dir/name`` over ``base``."""
+        """Create (replacing any leftover) ``staging_dir/name`` over ``base``.
+
+        ``copy_of``: start as a local copy of that file (bytes closed earlier
+        and still waiting in the write-back journal) instead of over ``base``;
+        ``FileNotFoundError`` if it is gone (uploaded meanwhile).
+        """
         if not name or "/" in name or name in (".", ".."):
             raise InvalidArgument(f"bad staging file name {name!r}")
-        if truncate or new:
+        if truncate or new or copy_of is not None:
             base = None
         path = os.path.join(staging_dir, name)
         size = base.size if base is not None else 0
 
         def create() -> int:
             os.makedirs(staging_dir, exist_ok=True)
+            if copy_of is not None and not truncate:
+                shutil.copyfile(copy_of, path)
+                return os.open(path, os.O_RDWR | os.O_CLOEXEC)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
                 os.ftruncate(fd, size)
@@ -107,8 +117,18 @@ class StagedFile:
                 raise
             return fd
 
-        fd = await _run_os(create, limiter)
-        return cls(path, fd, base, reader, limiter, dirty=truncate or new)
+        try:
+            fd = await trio.to_thread.run_sync(create, limiter=limiter)
+        except FileNotFoundError as exc:
+            if copy_of is not None:
+                raise  # the journal's copy went away: uploaded meanwhile
+            raise _fs_error(exc) from exc
+        except OSError as exc:
+            raise _fs_error(exc) from exc
+        staged = cls(path, fd, base, reader, limiter, dirty=truncate or new)
+        if copy_of is not None and not truncate:
+            staged._size = await _run_os(lambda: os.fstat(fd).st_size, limiter)
+        return staged
 
     # -- state ----------------------------------------------------------------
 
@@ -211,6 +231,20 @@ class StagedFile:
             self.dirty = False
             return info
 
+    async def detach(self) -> str:
+        """Make the local file complete and durable, close it, and hand it over.
+
+        Returns its path; the caller owns the file from then on (the write-back
+        journal moves it). The object is closed afterwards.
+        """
+        self._check_open()
+        async with self._lock:
+            await self._materialize_locked()
+            await _run_os(lambda: os.fsync(self._fd), self._limiter)
+            self._closed = True
+            await _run_os(lambda: os.close(self._fd), self._limiter)
+            return self._path
+
     async def close(self) -> None:
         """Close and delete the staging file. Idempotent."""
         if self._closed:
@@ -297,10 +331,14 @@ async def _run_os(fn: Callable[[], T], limiter: trio.CapacityLimiter) -> T:
     try:
         result: T = await trio.to_thread.run_sync(fn, limiter=limiter)
     except OSError as exc:
-        code = exc.errno or errno_mod.EIO
-        cls = NoSpace if code in (errno_mod.ENOSPC, errno_mod.EDQUOT) else FsError
-        raise cls(f"staging: {exc}", errno=code) from exc
+        raise _fs_error(exc) from exc
     return result
+
+
+def _fs_error(exc: OSError) -> FsError:
+    code = exc.errno or errno_mod.EIO
+    cls = NoSpace if code in (errno_mod.ENOSPC, errno_mod.EDQUOT) else FsError
+    return cls(f"staging: {exc}", errno=code)
 
 
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:

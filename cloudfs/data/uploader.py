@@ -110,6 +110,14 @@ class Uploader:
 
     # -- what is owed ---------------------------------------------------------
 
+    async def seal(self, inode: int, key: str, size: int, mtime_ns: int, path: str) -> JournalEntry:
+        """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS."""
+        entry: JournalEntry = await trio.to_thread.run_sync(
+            self._journal.seal, inode, key, size, mtime_ns, path, limiter=self._limiter
+        )
+        self.submit(entry)
+        return entry
+
     def submit(self, entry: JournalEntry) -> None:
         """Owe ``entry`` to the UFS (superseding an older entry of its inode)."""
         old = self._owed.get(entry.inode)

@@ -89,8 +89,14 @@ def _device_of(mountpoint: str) -> str | None:
     return device
 
 
-async def serve(background: Callable[[trio.Nursery], Awaitable[None]] | None = None) -> bool:
+async def serve(
+    background: Callable[[trio.Nursery], Awaitable[None]] | None = None,
+    before_stop: Callable[[], Awaitable[None]] | None = None,
+) -> bool:
     """Answer kernel requests until unmounted or SIGTERM/SIGINT, then stop ``background``.
+
+    ``before_stop`` runs after the last kernel request, while ``background``
+    still runs (the write-back drain).
 
     Returns True when a signal ended it (the filesystem is still mounted and
     ``stop(unmount=True)`` must unmount it), False when it was unmounted.
@@ -101,6 +107,8 @@ async def serve(background: Callable[[trio.Nursery], Awaitable[None]] | None = N
             await background(nursery)
         nursery.start_soon(_terminate_on_signal, signalled)
         await pyfuse3.main(min_tasks=4, max_tasks=64)
+        if before_stop is not None:
+            await before_stop()
         nursery.cancel_scope.cancel()
     return signalled.is_set()
 

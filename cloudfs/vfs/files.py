@@ -3,13 +3,21 @@
 Reads of a clean file go to the block cache (``ObjectReader``) under the
 object's identity (key, ETag) resolved at open, and again after a rename or
 unlink in the mount moved objects around. The first write (or truncate) gives the
-inode a staged copy on local disk, copy-on-write over the UFS object; flush,
-fsync and release upload the whole staged copy (write-through) and record the
-new ETag in the tree. Close-to-open: an open after a close sees the new bytes.
+inode a staged copy on local disk, copy-on-write over the UFS object. Flush,
+fsync and release then either upload the whole staged copy and record the new
+ETag in the tree (write-through), or, in write-back mode, move it into the
+write-back journal of the attached ``Uploader``, record its size as pending
+in the tree, and leave the upload to the uploader. Until it is uploaded, this
+mount reads the file from the journal, and a new write starts from a copy of
+it. Close-to-open: an open after a close sees the new bytes.
+
+``FileIO`` is also the uploader's ``UploadSink``: it tells the uploader a
+file's current key and records finished uploads in the tree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -21,11 +29,13 @@ from typing import Any, ParamSpec, TypeVar
 import trio
 
 from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.journal import JournalEntry
 from cloudfs.data.reader import ObjectReader, ReadCursor
 from cloudfs.data.staging import StagedFile
+from cloudfs.data.uploader import Uploader
 from cloudfs.errors import FsError, IsADirectory, NotFound, ReadOnly
 from cloudfs.meta.interface import Meta
-from cloudfs.types import Attr, HandleId, InodeId
+from cloudfs.types import Attr, HandleId, InodeId, ObjectInfo
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.vfs.handles import FileHandle, HandleTable, OpenInode
 
@@ -65,6 +75,15 @@ class FileIO:
         self._seen: OrderedDict[InodeId, tuple[str, int, int]] = OrderedDict()
         # Bumped by every rename and unlink: object keys of open files may have moved.
         self._generation = 0
+        self._uploader: Uploader | None = None
+        self._write_back = False
+
+    def attach_uploader(self, uploader: Uploader, *, write_back: bool) -> None:
+        """Read files still owed to the UFS from ``uploader``'s journal; with
+        ``write_back``, close files into it too (else only files already owed:
+        bytes from an earlier write-back mount must not be overtaken)."""
+        self._uploader = uploader
+        self._write_back = write_back
 
     async def _m(self, fn: Callable[P, T], *args: Any) -> T:
         result: T = await self._meta_call(fn, *args)
@@ -154,6 +173,12 @@ class FileIO:
         oi = self._open[handle.inode]
         if oi.staged is not None:
             return await oi.staged.pread(offset, size)
+        pending = self._pending(oi.inode)
+        if pending is not None:
+            data = await self._read_pending(pending, offset, size)
+            if data is not None:
+                return data
+            oi.generation = -1  # uploaded meanwhile: read the new object
         ref = await self._base(oi)
         if ref is None:
             return b""
@@ -248,16 +273,41 @@ class FileIO:
 
     async def _staged(self, oi: OpenInode, *, new: bool) -> StagedFile:
         if oi.staged is None:
+            pending = None if new else self._pending(oi.inode)
+            name = f"{oi.inode}-{time.monotonic_ns()}"
+            if pending is not None:
+                try:
+                    oi.staged = await StagedFile.open(
+                        self._staging_dir, name, None, self._reader, self._disk_limiter,
+                        copy_of=pending.data_path,
+                    )  # fmt: skip
+                    return oi.staged
+                except FileNotFoundError:  # uploaded meanwhile: start from the object
+                    oi.generation = -1
             base = None if new else await self._base(oi)
             oi.staged = await StagedFile.open(
-                self._staging_dir,
-                f"{oi.inode}-{time.monotonic_ns()}",
-                base,
-                self._reader,
-                self._disk_limiter,
-                new=new,
+                self._staging_dir, name, base, self._reader, self._disk_limiter, new=new
             )
         return oi.staged
+
+    def _pending(self, inode: InodeId) -> JournalEntry | None:
+        return self._uploader.pending(inode) if self._uploader is not None else None
+
+    async def _read_pending(self, entry: JournalEntry, offset: int, size: int) -> bytes | None:
+        """Bytes of a file waiting in the journal; None if it was uploaded meanwhile."""
+
+        def pread() -> bytes | None:
+            try:
+                fd = os.open(entry.data_path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            try:
+                return os.pread(fd, size, offset)
+            finally:
+                os.close(fd)
+
+        data: bytes | None = await trio.to_thread.run_sync(pread, limiter=self._disk_limiter)
+        return data
 
     async def _upload_if_dirty(self, oi: OpenInode) -> None:
         staged = oi.staged
@@ -270,6 +320,10 @@ class FileIO:
             return
         size = staged.size
         mtime_ns = oi.mtime_ns or time.time_ns()
+        uploader = self._uploader
+        if uploader is not None and (self._write_back or uploader.pending(oi.inode)):
+            await self._seal(oi, staged, key, size, mtime_ns, uploader)
+            return
         generation = self._generation
         try:
             info = await staged.upload(self._store, key)
@@ -280,6 +334,49 @@ class FileIO:
             raise
         attr = await self._m(self._meta.commit_upload, oi.inode, size, mtime_ns, info.etag)
         self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
+
+    async def _seal(
+        self,
+        oi: OpenInode,
+        staged: StagedFile,
+        key: str,
+        size: int,
+        mtime_ns: int,
+        uploader: Uploader,
+    ) -> None:
+        """Write-back: journal the staged copy durably, then record its size as pending."""
+        path = await staged.detach()
+        oi.staged = None
+        try:
+            await uploader.seal(oi.inode, key, size, mtime_ns, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        attr = await self._m(self._meta.commit_pending, oi.inode, size, mtime_ns)
+        self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
+
+    # -- the uploader's sink (write-back) ------------------------------------
+
+    async def key_of(self, inode: int) -> str | None:
+        try:
+            return await self._r(self._meta.object_key, InodeId(inode))
+        except NotFound:
+            return None
+
+    async def uploaded(self, entry: JournalEntry, info: ObjectInfo) -> None:
+        inode = InodeId(entry.inode)
+        try:
+            attr = await self._m(
+                self._meta.commit_upload, inode, entry.size, entry.mtime_ns, info.etag
+            )
+        except NotFound:  # unlinked after the put: nobody may see the object
+            await trio.to_thread.run_sync(self._store.delete, info.key)
+            return
+        self._remember(inode, (attr.etag, attr.size, attr.mtime_ns))
+        oi = self._open.get(inode)
+        if oi is not None:
+            oi.generation = -1  # its reads go to the new object from now on
 
     async def _follow_rename(self, oi: OpenInode, uploaded_to: str) -> None:
         """A rename or unlink while uploading: move (or drop) what was just uploaded."""

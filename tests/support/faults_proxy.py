@@ -12,23 +12,68 @@ Modes (``proxy.mode = ...``):
 * ``"refuse"``: new connections are closed at once, open ones are cut;
 * ``"blackhole"``: connections are accepted and read, but nothing is ever
   answered (a hung server); open ones stop forwarding too.
+
+Per-request faults and latency (``"forward"`` mode only; every knob can be set
+at any time, from any thread):
+
+* ``proxy.fail_ratio``: the fraction (0..1) of requests to fail, drawn from a
+  private ``random.Random(seed)`` (``FaultsProxy(..., seed=7)`` or
+  ``running_proxy(endpoint, seed=7)``), so a run whose requests come in the
+  same order fails the same ones; one draw is made per eligible request, and
+  none while ``fail_ratio`` is 0;
+* ``proxy.fault``: how a failed request fails: ``"error"`` answers it with
+  ``HTTP/1.1 503 Slow Down`` and an S3 ``SlowDown`` error body, then closes the
+  connection; ``"cut"`` closes the connection without an answer (the client
+  sees EOF or a reset). Nothing of a failed request reaches the server;
+* ``proxy.fault_methods``: the methods that can fail (``frozenset({"PUT",
+  "POST"})`` fails uploads only); ``None``, the default, means all of them;
+* ``proxy.delay``: seconds to wait before passing on (or failing) each
+  request, whatever its method: a high-latency endpoint (e.g. ``0.05``);
+* ``proxy.injected``: how many faults have been injected so far
+  (``reset_counts()`` zeroes it along with ``requests``).
+
+Failed requests are still counted and kept in ``requests``. A request is
+recognised when a read from the client begins with its request line: HTTP/1.1
+clients send the next request on a connection only after the previous
+response, and write a request's line and headers at once, so each request
+starts a new read. (Pipelined requests in one read are all counted, but only
+the first is subject to faults and delay.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 _REQUEST_LINE = re.compile(rb"(GET|HEAD|PUT|POST|DELETE|PATCH|OPTIONS) (\S+) HTTP/1\.[01]\r\n")
 
+FAULTS = frozenset({"error", "cut"})
+
+_ERROR_BODY = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
+_LINGER_S = 2.0  # how long an "error" answer waits for the client to hang up
+
+
+def _error_response(method: str) -> bytes:
+    body = b"" if method == "HEAD" else _ERROR_BODY  # a HEAD answer carries no body
+    head = (
+        "HTTP/1.1 503 Slow Down\r\n"
+        "Content-Type: application/xml\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
 
 class FaultsProxy:
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, *, seed: int | None = None) -> None:
         self._upstream = (upstream_host, upstream_port)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -38,6 +83,12 @@ class FaultsProxy:
         self.mode = "forward"
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._random = random.Random(seed)
+        self._fail_ratio = 0.0
+        self._fault = "error"
+        self._fault_methods: frozenset[str] | None = None
+        self._delay = 0.0
+        self._injected = 0
         self._stopping = False
         self._sockets: set[socket.socket] = set()
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
@@ -45,6 +96,65 @@ class FaultsProxy:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    # -- fault knobs -------------------------------------------------------
+
+    @property
+    def fail_ratio(self) -> float:
+        with self._lock:
+            return self._fail_ratio
+
+    @fail_ratio.setter
+    def fail_ratio(self, value: float) -> None:
+        value = float(value)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"fail_ratio must be within 0..1, not {value!r}")
+        with self._lock:
+            self._fail_ratio = value
+
+    @property
+    def fault(self) -> str:
+        with self._lock:
+            return self._fault
+
+    @fault.setter
+    def fault(self, value: str) -> None:
+        if value not in FAULTS:
+            raise ValueError(f"fault must be one of {sorted(FAULTS)}, not {value!r}")
+        with self._lock:
+            self._fault = value
+
+    @property
+    def fault_methods(self) -> frozenset[str] | None:
+        with self._lock:
+            return self._fault_methods
+
+    @fault_methods.setter
+    def fault_methods(self, value: frozenset[str] | None) -> None:
+        methods = None if value is None else frozenset(m.upper() for m in value)
+        with self._lock:
+            self._fault_methods = methods
+
+    @property
+    def delay(self) -> float:
+        with self._lock:
+            return self._delay
+
+    @delay.setter
+    def delay(self, value: float) -> None:
+        value = float(value)
+        if value < 0:
+            raise ValueError(f"delay must not be negative, not {value!r}")
+        with self._lock:
+            self._delay = value
+
+    @property
+    def injected(self) -> int:
+        """How many faults have been injected (since the last ``reset_counts``)."""
+        with self._lock:
+            return self._injected
+
+    # -- counts ------------------------------------------------------------
 
     def count(self, method: str | None = None) -> int:
         with self._lock:
@@ -59,6 +169,7 @@ class FaultsProxy:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self._injected = 0
 
     def cut(self) -> None:
         """Close every open connection (clients see a reset or EOF)."""
@@ -143,6 +254,13 @@ class FaultsProxy:
                     continue  # swallow: the other side never hears back
                 if requests:
                     tail = self._scan(tail + data)
+                    line = _REQUEST_LINE.match(data)
+                    if line is not None:
+                        method = line.group(1).decode()
+                        fault = self._before_request(method)
+                        if fault is not None:
+                            self._inject(fault, method, src, dst)
+                            break
                 dst.sendall(data)
         except OSError:
             pass
@@ -162,13 +280,56 @@ class FaultsProxy:
         rest = buf[last:]
         return rest[-512:]  # enough to hold a request line split across reads
 
+    def _before_request(self, method: str) -> str | None:
+        """Wait out ``delay``, then draw whether this request fails: its fault, or None."""
+        delay = self.delay
+        if delay > 0:
+            time.sleep(delay)
+        with self._lock:
+            if self._fail_ratio <= 0.0:
+                return None
+            if self._fault_methods is not None and method not in self._fault_methods:
+                return None
+            if self._random.random() >= self._fail_ratio:
+                return None
+            self._injected += 1
+            return self._fault
+
+    def _inject(self, fault: str, method: str, client: socket.socket, upstream: socket.socket) -> None:
+        """Fail the request just read from ``client``; close both sockets of the connection."""
+        try:
+            if fault == "error":
+                with contextlib.suppress(OSError):
+                    client.sendall(_error_response(method))
+                    client.shutdown(socket.SHUT_WR)
+                    self._linger(client)
+        finally:
+            # Upstream has seen nothing of this request, so it has nothing to answer.
+            for s in (client, upstream):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                self._untrack(s)
+
+    @staticmethod
+    def _linger(client: socket.socket) -> None:
+        """Read and drop what the client still sends until it hangs up (bounded).
+
+        Closing a socket with unread input makes the kernel send a reset, which
+        can destroy the answer before the client has read it.
+        """
+        deadline = time.monotonic() + _LINGER_S
+        while (left := deadline - time.monotonic()) > 0:
+            client.settimeout(left)
+            if not client.recv(65536):
+                return
+
 
 @contextmanager
-def running_proxy(upstream_endpoint: str) -> Iterator[FaultsProxy]:
+def running_proxy(upstream_endpoint: str, *, seed: int | None = None) -> Iterator[FaultsProxy]:
     """A started proxy in front of ``http://127.0.0.1:PORT``; stopped on exit."""
     hostport = upstream_endpoint.split("://", 1)[-1].rstrip("/")
     host, _, port = hostport.rpartition(":")
-    proxy = FaultsProxy(host, int(port))
+    proxy = FaultsProxy(host, int(port), seed=seed)
     proxy.start()
     try:
         yield proxy
