@@ -295,7 +295,9 @@ class FaultsProxy:
             self._injected += 1
             return self._fault
 
-    def _inject(self, fault: str, method: str, client: socket.socket, upstream: socket.socket) -> None:
+    def _inject(
+        self, fault: str, method: str, client: socket.socket, upstream: socket.socket
+    ) -> None:
         """Fail the request just read from ``client``; close both sockets of the connection."""
         try:
             if fault == "error":
