@@ -48,6 +48,9 @@ class WriteConfig:
     upload_deadline: float = 3600.0  # seconds before a stuck upload is reported loudly
     upload_concurrency: int = 4
     drain_timeout: float = 600.0  # seconds unmount waits for the backlog (0: no wait)
+    staging_dir: str | None = None  # staged copies and the journal; None: <cache_dir>
+    staging_bytes: int = 0  # bound on staged copies + journal; 0: the disk's own
+    staging_wait: float = 60.0  # seconds a write waits for room before ENOSPC
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         upload_deadline=parse_seconds(str(args.upload_deadline)),
         upload_concurrency=upload_concurrency,
         drain_timeout=parse_seconds(str(args.drain_timeout)),
+        staging_dir=os.path.abspath(args.staging_dir) if args.staging_dir else None,
+        staging_bytes=parse_size(str(args.staging_size)),
+        staging_wait=parse_seconds(str(args.staging_wait)),
     )
     block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
     return MountConfig(

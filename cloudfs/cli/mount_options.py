@@ -45,6 +45,9 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "upload_deadline": ("upload_deadline", True),
     "upload_concurrency": ("upload_concurrency", True),
     "drain_timeout": ("drain_timeout", True),
+    "staging_dir": ("staging_dir", True),
+    "staging_size": ("staging_size", True),
+    "staging_wait": ("staging_wait", True),
 }
 IGNORED = {
     "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
@@ -119,6 +122,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="600",
         help="write-back: seconds unmount waits for pending uploads; what is left is "
         "uploaded by the next mount (600)",
+    )
+    p.add_argument(
+        "--staging-dir",
+        help="where files being written and the write-back journal live: a local disk or a "
+        "shared path, one per mount (default: CACHE_DIR)",
+    )
+    p.add_argument(
+        "--staging-size",
+        default="0",
+        help="bound on the staging area (files being written plus uploads not done); "
+        "0: the disk's own (0)",
+    )
+    p.add_argument(
+        "--staging-wait",
+        default="60",
+        help="seconds a write waits for uploads to free staging space before ENOSPC (60)",
     )
     p.add_argument(
         "--meta-ttl",

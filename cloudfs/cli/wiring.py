@@ -44,7 +44,9 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     """
     bound_malloc()  # before any worker thread exists
     cache_dir = config.cache.cache_dir
-    locks = [checks.lock_cache_dir(d) for d in (cache_dir, *config.cache.disk_dirs)]
+    staging_root = config.write.staging_dir or cache_dir
+    held = {cache_dir, *config.cache.disk_dirs, staging_root}  # one mount each
+    locks = [checks.lock_cache_dir(d) for d in sorted(held)]
     metrics = Metrics()
     store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
     store.check()
@@ -58,9 +60,9 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger,
     )  # fmt: skip
-    staging = os.path.join(cache_dir, "staging")
+    staging = os.path.join(staging_root, "staging")
     os.makedirs(staging, exist_ok=True)
-    journal = WriteJournal(os.path.join(cache_dir, "writeback"))
+    journal = WriteJournal(os.path.join(staging_root, "writeback"))
     owed = journal.recover()
     if owed:
         log.info("write-back journal: %d closed files still to upload", len(owed))
@@ -76,6 +78,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         journal, store, vfs.files, metrics, _upload_policy(config.write), trio.CapacityLimiter(16)
     )
     vfs.files.attach_uploader(uploader, write_back=config.write.mode == "back")
+    vfs.files.space.limit = config.write.staging_bytes
+    vfs.files.space.wait = config.write.staging_wait
     writeback = WritebackControl(uploader, config.write.drain_timeout)
     ops = CloudFsOperations(
         vfs, metrics, timeout=config.meta_ttl, block_size=config.cache.block_size

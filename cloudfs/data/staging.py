@@ -41,6 +41,7 @@ import trio  # trio 0.22 ships no py.typed
 from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consecutive_runs
 from cloudfs.data.prefetch import ReadCursor
 from cloudfs.data.reader import ObjectReader
+from cloudfs.data.space import StagingSpace
 from cloudfs.errors import FsError, InvalidArgument, NoSpace, RemoteIOError
 from cloudfs.types import ObjectInfo
 from cloudfs.ufs.interface import ObjectStore
@@ -62,8 +63,11 @@ class StagedFile:
         limiter: trio.CapacityLimiter,
         *,
         dirty: bool,
+        space: StagingSpace | None = None,
     ) -> None:
         """Use ``StagedFile.open``; this only wires an already opened file."""
+        self._space = space or StagingSpace()
+        self._charged = 0  # bytes charged to the staging area's bound
         self._path = path
         self._fd = fd
         self._base = base
@@ -90,12 +94,14 @@ class StagedFile:
         *,
         new: bool = False,
         copy_of: str | None = None,
+        space: StagingSpace | None = None,
     ) -> StagedFile:
         """Create (replacing any leftover) ``staging_dir/name`` over ``base``.
 
         ``copy_of``: start as a local copy of that file (bytes closed earlier
         and still waiting in the write-back journal) instead of over ``base``;
-        ``FileNotFoundError`` if it is gone (uploaded meanwhile).
+        ``FileNotFoundError`` if it is gone (uploaded meanwhile). ``space``
+        bounds the staging area (``NoSpace`` when it stays full).
         """
         if not name or "/" in name or name in (".", ".."):
             raise InvalidArgument(f"bad staging file name {name!r}")
@@ -125,9 +131,14 @@ class StagedFile:
             raise _fs_error(exc) from exc
         except OSError as exc:
             raise _fs_error(exc) from exc
-        staged = cls(path, fd, base, reader, limiter, dirty=truncate or new)
-        if copy_of is not None and not truncate:
-            staged._size = await _run_os(lambda: os.fstat(fd).st_size, limiter)
+        staged = cls(path, fd, base, reader, limiter, dirty=truncate or new, space=space)
+        try:
+            if copy_of is not None and not truncate:
+                staged._size = await _run_os(lambda: os.fstat(fd).st_size, limiter)
+            await staged._charge(staged._size)
+        except BaseException:
+            await staged.close()
+            raise
         return staged
 
     # -- state ----------------------------------------------------------------
@@ -183,6 +194,7 @@ class StagedFile:
             return 0
         end = offset + len(data)
         async with self._lock:
+            await self._charge(end)
             covered: list[int] = []
             for index in blocks_for_range(offset, end, self._bs):
                 if not self._needs_base(index):
@@ -204,7 +216,9 @@ class StagedFile:
         if size < 0:
             raise InvalidArgument(f"negative size {size}")
         async with self._lock:
+            await self._charge(size)
             await _run_os(lambda: os.ftruncate(self._fd, size), self._limiter)
+            self._uncharge_above(size)
             self._base_limit = min(self._base_limit, size)
             if size != self._size:
                 self.dirty = True
@@ -242,6 +256,7 @@ class StagedFile:
             await self._materialize_locked()
             await _run_os(lambda: os.fsync(self._fd), self._limiter)
             self._closed = True
+            self._uncharge_above(0)  # from now on the journal holds (and counts) it
             await _run_os(lambda: os.close(self._fd), self._limiter)
             return self._path
 
@@ -251,6 +266,7 @@ class StagedFile:
             return
         async with self._lock:
             self._closed = True
+            self._uncharge_above(0)
             fd, path = self._fd, self._path
 
             def remove() -> None:
@@ -266,6 +282,17 @@ class StagedFile:
     def _check_open(self) -> None:
         if self._closed:
             raise FsError("staged file is closed", errno=errno_mod.EBADF)
+
+    async def _charge(self, size: int) -> None:
+        """Charge the staging area up to a logical size of ``size`` (may wait, or NoSpace)."""
+        if size > self._charged:
+            await self._space.reserve(size - self._charged, self._path)
+            self._charged = size
+
+    def _uncharge_above(self, size: int) -> None:
+        if self._charged > size:
+            self._space.release(self._charged - size)
+            self._charged = size
 
     def _needs_base(self, index: int) -> bool:
         return (

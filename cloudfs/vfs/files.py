@@ -31,6 +31,7 @@ import trio
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.journal import JournalEntry
 from cloudfs.data.reader import ObjectReader, ReadCursor
+from cloudfs.data.space import StagingSpace
 from cloudfs.data.staging import StagedFile
 from cloudfs.data.uploader import Uploader
 from cloudfs.errors import FsError, IsADirectory, NotFound, ReadOnly
@@ -77,6 +78,7 @@ class FileIO:
         self._generation = 0
         self._uploader: Uploader | None = None
         self._write_back = False
+        self.space = StagingSpace()  # no bound until the composition root sets one
 
     def attach_uploader(self, uploader: Uploader, *, write_back: bool) -> None:
         """Read files still owed to the UFS from ``uploader``'s journal; with
@@ -84,6 +86,7 @@ class FileIO:
         bytes from an earlier write-back mount must not be overtaken)."""
         self._uploader = uploader
         self._write_back = write_back
+        self.space.count_journal(lambda: uploader.backlog().bytes)
 
     async def _m(self, fn: Callable[P, T], *args: Any) -> T:
         result: T = await self._meta_call(fn, *args)
@@ -279,15 +282,16 @@ class FileIO:
                 try:
                     oi.staged = await StagedFile.open(
                         self._staging_dir, name, None, self._reader, self._disk_limiter,
-                        copy_of=pending.data_path,
+                        copy_of=pending.data_path, space=self.space,
                     )  # fmt: skip
                     return oi.staged
                 except FileNotFoundError:  # uploaded meanwhile: start from the object
                     oi.generation = -1
             base = None if new else await self._base(oi)
             oi.staged = await StagedFile.open(
-                self._staging_dir, name, base, self._reader, self._disk_limiter, new=new
-            )
+                self._staging_dir, name, base, self._reader, self._disk_limiter,
+                new=new, space=self.space,
+            )  # fmt: skip
         return oi.staged
 
     def _pending(self, inode: InodeId) -> JournalEntry | None:

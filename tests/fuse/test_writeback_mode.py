@@ -6,6 +6,7 @@ endpoint going away (``refuse``) or failing a fraction of requests.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -197,3 +198,46 @@ def test_everything_arrives_once_with_a_fifth_of_the_uploads_failing(backing: Ba
         proxy.fail_ratio = 0.0
     assert backing.keys() == set(files)  # every file, under its own name only
     assert {k: backing.read_object(k) for k in files} == files
+
+
+def test_a_full_staging_area_gives_enospc_and_loses_nothing(backing: Backing) -> None:
+    first = {"a.bin": os.urandom(MiB), "b.bin": os.urandom(MiB)}
+    with proxied(
+        backing, *WRITE_BACK, "--staging-size", "3M", "--staging-wait", "2"
+    ) as (m, proxy):  # fmt: skip
+        os.listdir(m.root)
+        proxy.mode = "refuse"  # nothing leaves the staging area
+        for name, data in first.items():
+            (m.root / name).write_bytes(data)
+        started = time.monotonic()
+        with pytest.raises(OSError) as full:
+            (m.root / "c.bin").write_bytes(os.urandom(2 * MiB))
+        assert full.value.errno == errno.ENOSPC
+        assert 2 <= time.monotonic() - started < 30  # it waited for room first
+        assert "staging area full" in m.log()
+        os.unlink(m.root / "c.bin")
+        proxy.mode = "forward"
+        assert cli("flush", str(m.root), "-q", "--timeout", "300", timeout=320).returncode == 0
+        # Backpressure: with uploads draining, writes past the bound wait and succeed.
+        proxy.delay = 0.2
+        more = {f"more{i}.bin": os.urandom(MiB) for i in range(6)}
+        for name, data in more.items():
+            (m.root / name).write_bytes(data)
+        assert cli("flush", str(m.root), "-q", "--timeout", "300", timeout=320).returncode == 0
+    assert {k: backing.read_object(k) for k in (*first, *more)} == {**first, **more}
+    assert backing.keys() == {*first, *more}  # c.bin was unlinked before any upload
+
+
+def test_write_through_close_returns_only_after_the_object_is_in_the_ufs(
+    backing: Backing,
+) -> None:
+    with proxied(backing, "--write-mode", "through") as (m, proxy):
+        proxy.delay = 0.3  # a slow endpoint: close must still wait for it
+        data = os.urandom(2 * MiB)
+        (m.root / "now.bin").write_bytes(data)
+        assert backing.read_object("now.bin") == data  # right after close(), no flush
+        assert not os.listdir(m.cache_dir / "writeback" / "data")
+        proxy.mode = "refuse"
+        with pytest.raises(OSError) as failed:
+            (m.root / "later.bin").write_bytes(b"x")
+        assert failed.value.errno == errno.EIO  # close reports the failed upload

@@ -17,8 +17,9 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
+from cloudfs.data.space import StagingSpace
 from cloudfs.data.staging import StagedFile
-from cloudfs.errors import FsError, NotFound
+from cloudfs.errors import FsError, NoSpace, NotFound
 from cloudfs.metrics import Metrics
 from tests.unit.test_data_fake_store import FakeStore
 
@@ -228,3 +229,32 @@ def test_matches_a_bytearray_model(base_size: int, ops: list[tuple[str, int, obj
 
     run_staged(store, "/unused", body, memory_blocks=2)
     assert store.objects["out"] == bytes(model)
+
+
+def test_staged_files_charge_the_staging_area_by_logical_size(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.objects["base"] = payload(3000)
+    space = StagingSpace(limit=10_000, wait=0.0)
+
+    async def body(reader: ObjectReader, limiter: trio.CapacityLimiter) -> None:
+        new = await StagedFile.open(
+            str(tmp_path), "n", None, reader, limiter, new=True, space=space
+        )
+        await new.pwrite(0, b"x" * 6000)
+        assert space.used == 6000
+        cow = await StagedFile.open(
+            str(tmp_path), "c", base_ref(store, "base"), reader, limiter, space=space
+        )
+        assert space.used == 9000  # the whole base: an upload materializes it
+        with pytest.raises(NoSpace):
+            await new.pwrite(6000, b"y" * 5000)
+        await new.truncate(1000)
+        assert space.used == 4000
+        await cow.close()
+        assert space.used == 1000
+        paths.append(await new.detach())  # handed to the journal, which counts it from now on
+        assert space.used == 0
+
+    paths: list[str] = []
+    run_staged(store, str(tmp_path), body)
+    assert os.path.getsize(paths[0]) == 1000

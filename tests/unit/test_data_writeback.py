@@ -11,8 +11,9 @@ import trio
 import trio.testing
 
 from cloudfs.data.journal import JournalEntry, WriteJournal
+from cloudfs.data.space import StagingSpace
 from cloudfs.data.uploader import Uploader, UploadPolicy
-from cloudfs.errors import FsError, RemoteIOError
+from cloudfs.errors import FsError, NoSpace, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.types import ObjectInfo
 from cloudfs.ufs.faults import FaultyObjectStore
@@ -260,3 +261,33 @@ def test_store_errors_do_not_escape(tmp_path: Path) -> None:
 
     run(main)
     assert w.inner.data("k") == b"v"
+
+
+# -- the staging area's bound ---------------------------------------------------
+
+
+def test_a_full_staging_area_makes_writers_wait_then_fail_with_enospc() -> None:
+    space = StagingSpace(limit=100, wait=5.0)
+    owed = [30]
+    space.count_journal(lambda: owed[0])
+
+    async def main() -> None:
+        await space.reserve(50, "a")
+        assert space.used == 80
+        started = trio.current_time()
+        with pytest.raises(NoSpace):
+            await space.reserve(40, "b")
+        assert trio.current_time() - started >= 5.0
+
+        async def upload_finishes() -> None:
+            await trio.sleep(2)
+            owed[0] = 0
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(upload_finishes)
+            await space.reserve(40, "c")  # backpressure: goes on once the upload is done
+        assert space.used == 90
+        space.release(90)
+        assert space.used == 0
+
+    run(main)
