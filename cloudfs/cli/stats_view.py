@@ -99,6 +99,18 @@ class Tier:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteBack:
+    """The write-back backlog (gauges) and upload counters since mount."""
+
+    files: float = 0.0
+    bytes: float = 0.0
+    oldest_age: float = 0.0
+    overdue: float = 0.0
+    uploaded_bytes: float = 0.0
+    failures: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything ``cloudfs stats`` shows of one answer to ``{"op": "metrics"}``."""
 
@@ -116,6 +128,7 @@ class Snapshot:
     prefetch_bytes: float = 0.0
     prefetch_used_bytes: float = 0.0
     prefetch_wasted_bytes: float = 0.0
+    writeback: WriteBack = field(default_factory=lambda: WriteBack())
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -178,6 +191,16 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
         prefetch_bytes=total(samples, "cloudfs_prefetch_bytes_total"),
         prefetch_used_bytes=total(samples, "cloudfs_prefetch_used_bytes_total"),
         prefetch_wasted_bytes=total(samples, "cloudfs_prefetch_wasted_bytes_total"),
+        writeback=WriteBack(
+            files=total(samples, "cloudfs_writeback_pending_files"),
+            bytes=total(samples, "cloudfs_writeback_pending_bytes"),
+            oldest_age=total(samples, "cloudfs_writeback_oldest_age_seconds"),
+            overdue=total(samples, "cloudfs_writeback_overdue_files"),
+            uploaded_bytes=total(samples, "cloudfs_writeback_uploaded_bytes_total"),
+            failures=by_label(samples, "cloudfs_writeback_uploads_total", "result").get(
+                "error", 0.0
+            ),
+        ),
     )
 
 
@@ -372,6 +395,14 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "used_bytes": _int(snap.prefetch_used_bytes),
             "wasted_bytes": _int(snap.prefetch_wasted_bytes),
         },
+        "writeback": {
+            "pending_files": _int(snap.writeback.files),
+            "pending_bytes": _int(snap.writeback.bytes),
+            "oldest_age_seconds": snap.writeback.oldest_age,
+            "overdue_files": _int(snap.writeback.overdue),
+            "uploaded_bytes": _int(snap.writeback.uploaded_bytes),
+            "failed_uploads": _int(snap.writeback.failures),
+        },
     }
 
 
@@ -448,6 +479,12 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
         f"  (fetched {format_size(snap.prefetch_bytes)}"
         f", used {format_size(snap.prefetch_used_bytes)}"
         f", wasted {format_size(snap.prefetch_wasted_bytes)})",
+        f"Write-back {f.get('write_mode', '?')}: pending {format_count(snap.writeback.files)} files"
+        f" {format_size(snap.writeback.bytes)}"
+        f", oldest {snap.writeback.oldest_age:.0f} s"
+        f", overdue {format_count(snap.writeback.overdue)}"
+        f"  (uploaded {format_size(snap.writeback.uploaded_bytes)}"
+        f", failed attempts {format_count(snap.writeback.failures)})",
     ]
     hits = [["Cache", "hit now", "hit all", "hits", "misses", "hit bytes", "miss bytes", "evict"]]
     fills = [["Fill", "held", "capacity", "used", "blocks"]]

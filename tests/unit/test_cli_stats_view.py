@@ -254,6 +254,26 @@ def test_counters_of_a_restarted_mount_count_from_zero() -> None:
     assert iv.fuse_latency["read"].count == 10
 
 
+def test_the_write_back_backlog_is_read_and_shown() -> None:
+    m = Metrics()
+    m.writeback_files.set(3)
+    m.writeback_bytes.set(5 * MiB)
+    m.writeback_oldest_age.set(42)
+    m.writeback_uploads.labels("error").inc(2)
+    m.writeback_uploads.labels("ok").inc(7)
+    m.writeback_uploaded_bytes.inc(MiB)
+    snap = _snapshot(m, 0.0, write_mode="back")
+    doc = snapshot_json(snap)["writeback"]
+    assert doc == {
+        "pending_files": 3, "pending_bytes": 5 * MiB, "oldest_age_seconds": 42.0,
+        "overdue_files": 0, "uploaded_bytes": MiB, "failed_uploads": 2,
+    }  # fmt: skip
+    lines = render(snap, Interval.between(snap, snap))
+    assert any(
+        line.startswith("Write-back back: pending 3 files 5.0 MiB, oldest 42 s") for line in lines
+    )
+
+
 # -- --json ----------------------------------------------------------------------------
 
 
@@ -263,7 +283,7 @@ def test_the_json_snapshot_shape() -> None:
     m.ufs_errors.labels("get").inc()
     m.fuse_errors.labels("lookup", "ENOENT").inc(2)
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
-    assert set(doc) == {"mount", "tiers", "fuse", "ufs", "prefetch"}
+    assert set(doc) == {"mount", "tiers", "fuse", "ufs", "prefetch", "writeback"}
     assert doc["mount"] == FACTS
     assert doc["tiers"]["memory"] == {
         "hits": 7,
