@@ -28,11 +28,14 @@ JOBS = [
 
 
 def fio(directory: Path, job: list[str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """One fio run in ``directory``; its verify-state files go to the mount's parent."""
     cmd = [
         "fio", f"--directory={directory}", "--ioengine=psync", "--verify=crc32c",
         "--verify_fatal=1", "--group_reporting", *job, *extra,
     ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, cwd=directory.parent
+    )
 
 
 def test_fio_verify_across_a_fresh_mount(backing: Backing) -> None:
