@@ -6,6 +6,7 @@ and the fact that they are owed to the UFS must survive a crash of the mount
 
     <dir>/data/<seq>          the file's complete bytes (a staged copy moved here)
     <dir>/records/<seq>.json  inode, key at close, size, mtime, when sealed
+    <dir>/uploads/<seq>.json  progress of its multipart upload, if any (resumable)
 
 ``seal`` makes an entry durable in this order: fsync the data, rename it into
 ``data/``, write the record to a temporary name, fsync it, rename it into
@@ -56,10 +57,11 @@ class WriteJournal:
         self._dir = directory
         self._data = os.path.join(directory, "data")
         self._records = os.path.join(directory, "records")
+        self._uploads = os.path.join(directory, "uploads")
         self._lock = threading.Lock()
         self._next_seq = 1
         with _os_errors("journal"):
-            for path in (directory, self._data, self._records):
+            for path in (directory, self._data, self._records, self._uploads):
                 os.makedirs(path, mode=0o700, exist_ok=True)
             os.chmod(directory, 0o700)  # users' bytes: only the mount's owner reads them
 
@@ -86,6 +88,9 @@ class WriteJournal:
             for name in os.listdir(self._data):
                 if name not in recorded:  # sealed data whose record never landed
                     os.unlink(os.path.join(self._data, name))
+            for name in os.listdir(self._uploads):
+                if name.split(".")[0] not in recorded:
+                    os.unlink(os.path.join(self._uploads, name))
         entries.sort(key=lambda e: e.seq)
         with self._lock:
             self._next_seq = max([self._next_seq, *(e.seq + 1 for e in entries)])
@@ -119,13 +124,20 @@ class WriteJournal:
                 raise
         return entry
 
+    def upload_state(self, entry: JournalEntry) -> str:
+        """Where the store keeps the progress of ``entry``'s (multipart) upload."""
+        return os.path.join(self._uploads, f"{entry.seq}.json")
+
     def remove(self, entry: JournalEntry) -> None:
         """Forget an uploaded (or superseded, or unlinked) entry. Idempotent."""
         with _os_errors("write-back journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self._records, f"{entry.seq}.json"))
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.data_path)
+            for path in (
+                os.path.join(self._records, f"{entry.seq}.json"),
+                entry.data_path,
+                self.upload_state(entry),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
     def _read_record(self, path: str) -> JournalEntry | None:
         try:

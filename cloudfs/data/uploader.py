@@ -8,7 +8,8 @@ once. Each upload:
 
 1. asks the sink for the file's current key (``None``: the file was unlinked,
    so it is never uploaded);
-2. puts the whole file (``ObjectStore.put_file``: multipart for large files);
+2. puts the whole file (``ObjectStore.put_file``: multipart for large files,
+   resumable after a crash from a progress file in the journal);
 3. asks for the key again: a rename or unlink during the put moves or deletes
    what was just put;
 4. tells the sink (which records the new ETag in the tree), then forgets the
@@ -203,7 +204,11 @@ class Uploader:
             log.info("inode %d was unlinked before its upload: not uploaded", entry.inode)
             return True
         info: ObjectInfo = await trio.to_thread.run_sync(
-            self._store.put_file, key, entry.data_path, limiter=self._limiter
+            self._store.put_file,
+            key,
+            entry.data_path,
+            self._journal.upload_state(entry),
+            limiter=self._limiter,
         )
         now_key = await self._sink.key_of(entry.inode)
         if now_key != key:  # renamed or unlinked while the put ran

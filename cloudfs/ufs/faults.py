@@ -176,8 +176,8 @@ class FaultyObjectStore:
     def get_stream(self, key: str, offset: int) -> BinaryIO:
         return self._call("get_stream", lambda: self._inner.get_stream(key, offset))
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
-        return self._call("put_file", lambda: self._inner.put_file(key, path))
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
+        return self._call("put_file", lambda: self._inner.put_file(key, path, resume))
 
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         return self._call("put_bytes", lambda: self._inner.put_bytes(key, data))

@@ -73,11 +73,14 @@ class ObjectStore(Protocol):
         """
         ...
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         """Upload the whole local file ``path`` as ``key`` (multipart when large).
 
         Atomic for readers: they see the old object or the new one, never a
         mix. Returns the new object's info (its ETag becomes the cache identity).
+        ``resume``: a local path where a large upload keeps its progress, so a
+        later call with the same path (after a crash) continues instead of
+        starting over; stores with nothing to resume ignore it.
         """
         ...
 

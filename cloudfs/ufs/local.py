@@ -247,7 +247,7 @@ class LocalObjectStore:
             _fsync_dir(parent)
             return _info(key, os.stat(path))
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         try:
             src = open(path, "rb")  # noqa: SIM115 - closed below, before errors are mapped
         except OSError as err:

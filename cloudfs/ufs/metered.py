@@ -65,8 +65,8 @@ class MeteredObjectStore:
         stream = self._call("get", lambda: self._inner.get_stream(key, offset))
         return cast(BinaryIO, _CountingStream(stream, self._bytes_in.inc))
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
-        info = self._call("put", lambda: self._inner.put_file(key, path))
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
+        info = self._call("put", lambda: self._inner.put_file(key, path, resume))
         self._bytes_out.inc(os.path.getsize(path))
         return info
 

@@ -49,6 +49,7 @@ from cloudfs.errors import (
     UfsAccessDenied,
 )
 from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs import s3_resumable
 from cloudfs.ufs.s3_errors import error_code, http_status, translate, translating
 
 if TYPE_CHECKING:
@@ -293,9 +294,9 @@ class S3ObjectStore:
         skip = offset if offset > 0 and "ContentRange" not in resp else 0
         return cast(BinaryIO, S3ReadStream(resp["Body"], key, skip=skip))
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         """One PutObject below the multipart threshold; above it a managed multipart
-        upload, then HEAD for the ETag.
+        upload (resumable from ``resume``, see ``s3_resumable.py``), then HEAD for the ETag.
 
         After a multipart upload a concurrent writer of the same key may win
         before the HEAD; the returned info then describes its object, which is
@@ -309,7 +310,13 @@ class S3ObjectStore:
                     resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
                 return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag", "")))
             with translating(key):
-                self._client.upload_file(path, self._bucket, full, Config=self._transfer)
+                if resume is not None:
+                    s3_resumable.upload(
+                        self._client, self._bucket, full, path, resume,
+                        self._config.multipart_chunksize,
+                    )  # fmt: skip
+                else:
+                    self._client.upload_file(path, self._bucket, full, Config=self._transfer)
         except OSError as err:
             raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
         return self.head(key)

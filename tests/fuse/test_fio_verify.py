@@ -33,9 +33,7 @@ def fio(directory: Path, job: list[str], *extra: str) -> subprocess.CompletedPro
         "fio", f"--directory={directory}", "--ioengine=psync", "--verify=crc32c",
         "--verify_fatal=1", "--group_reporting", *job, *extra,
     ]  # fmt: skip
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=300, cwd=directory.parent
-    )
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=directory.parent)
 
 
 def test_fio_verify_across_a_fresh_mount(backing: Backing) -> None:

@@ -111,7 +111,7 @@ class MemoryObjectStore:
             self._info(key)
             return io.BytesIO(self._objects[key][0][offset:])
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         self._enter("put_file")
         with open(path, "rb") as f:
             data = f.read()

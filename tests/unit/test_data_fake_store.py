@@ -93,7 +93,7 @@ class FakeStore:
         self._enter("get_stream")
         return io.BytesIO(self._data(key)[offset:])
 
-    def put_file(self, key: str, path: str) -> ObjectInfo:
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         self._enter("put_file")
         with open(path, "rb") as f:
             self.objects[key] = f.read()
