@@ -241,3 +241,13 @@ def test_write_through_close_returns_only_after_the_object_is_in_the_ufs(
         with pytest.raises(OSError) as failed:
             (m.root / "later.bin").write_bytes(b"x")
         assert failed.value.errno == errno.EIO  # close reports the failed upload
+
+
+def test_an_unmount_by_fusermount_drains_too(backing: Backing) -> None:
+    with mounted(backing, [*WRITE_BACK, "--upload-delay", "600"]) as m:
+        (m.root / "late.txt").write_bytes(b"uploaded on the way out")
+        pid = read_pid(os.path.realpath(m.root))
+        assert pid is not None
+        subprocess.run(["fusermount3", "-u", str(m.root)], check=True, timeout=30)
+        assert wait_for_exit(pid, 60)
+        assert backing.read_object("late.txt") == b"uploaded on the way out"
