@@ -109,7 +109,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         nursery.start_soon(session.raise_read_ahead, config.mountpoint)
         nursery.start_soon(control.serve, control_socket)
         for entry in owed:
-            uploader.submit(entry)
+            uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
     def serve() -> int:

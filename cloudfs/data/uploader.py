@@ -82,6 +82,7 @@ class _Owed:
     attempts: int = 0
     uploading: bool = False
     superseded_by: JournalEntry | None = field(default=None)
+    recovered: bool = False
 
 
 class Uploader:
@@ -119,19 +120,36 @@ class Uploader:
         self.submit(entry)
         return entry
 
-    def submit(self, entry: JournalEntry) -> None:
-        """Owe ``entry`` to the UFS (superseding an older entry of its inode)."""
+    def submit(self, entry: JournalEntry, *, recovered: bool = False) -> None:
+        """Owe ``entry`` to the UFS (superseding an older entry of its inode).
+
+        ``recovered``: the entry comes from the journal of an earlier run. If
+        the tree does not know its inode then, the tree lost it (an unlink
+        drops the entry at once, see ``unlinked``), so it is uploaded under the
+        key it had at close rather than dropped.
+        """
         old = self._owed.get(entry.inode)
         if old is not None and old.entry.seq > entry.seq:
             self._forget_soon(entry)  # recovery order: an older entry arrived late
             return
         due = trio.current_time() + max(0.0, entry.sealed_at + self._policy.delay - time.time())
-        self._owed[entry.inode] = _Owed(entry, due)
+        self._owed[entry.inode] = _Owed(entry, due, recovered=recovered)
         if old is not None:
             if old.uploading:
                 old.superseded_by = entry  # its task forgets it when the put returns
             else:
                 self._forget_soon(old.entry)
+        self._poke()
+
+    def unlinked(self, inode: int) -> None:
+        """The file lost its last name: its bytes are owed to nobody any more."""
+        owed = self._owed.pop(inode, None)
+        if owed is None:
+            return
+        if owed.uploading:
+            owed.superseded_by = owed.entry  # its task sees no key and cleans up
+        else:
+            self._forget_soon(owed.entry)
         self._poke()
 
     def pending(self, inode: int) -> JournalEntry | None:
@@ -181,7 +199,7 @@ class Uploader:
     async def _upload(self, owed: _Owed) -> None:
         entry = owed.entry
         try:
-            done = await self._attempt(entry)
+            done = await self._attempt(entry, owed.recovered)
         except FsError as exc:
             done = False
             self._failed(owed, exc)
@@ -198,9 +216,15 @@ class Uploader:
             await self._forget(entry)
         self._poke()
 
-    async def _attempt(self, entry: JournalEntry) -> bool:
+    async def _attempt(self, entry: JournalEntry, recovered: bool) -> bool:
         key = await self._sink.key_of(entry.inode)
-        if key is None:
+        if key is None and recovered:
+            log.warning(
+                "the tree does not know inode %d from the journal (lost in a crash?):"
+                " uploading it as %r, its name when it was closed", entry.inode, entry.key,
+            )  # fmt: skip
+            key = entry.key
+        elif key is None:
             log.info("inode %d was unlinked before its upload: not uploaded", entry.inode)
             return True
         info: ObjectInfo = await trio.to_thread.run_sync(
@@ -211,6 +235,8 @@ class Uploader:
             limiter=self._limiter,
         )
         now_key = await self._sink.key_of(entry.inode)
+        if recovered and now_key is None:
+            now_key = key
         if now_key != key:  # renamed or unlinked while the put ran
             if now_key is None:
                 await trio.to_thread.run_sync(self._store.delete, key, limiter=self._limiter)

@@ -252,6 +252,8 @@ class FileIO:
         oi = self._open.get(attr.inode)
         if oi is not None and attr.nlink == 0:
             oi.unlinked = True
+        if attr.nlink == 0 and self._uploader is not None:
+            self._uploader.unlinked(attr.inode)  # a journaled copy is owed to nobody now
 
     def namespace_changed(self) -> None:
         """A rename or unlink happened: re-resolve the objects of open files before use."""

@@ -291,3 +291,36 @@ def test_a_full_staging_area_makes_writers_wait_then_fail_with_enospc() -> None:
         assert space.used == 0
 
     run(main)
+
+
+def test_an_unlink_drops_the_owed_bytes_at_once(tmp_path: Path) -> None:
+    w = World(tmp_path, UploadPolicy(delay=60.0))
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(w.uploader.run)
+            w.close_file(1, "gone", b"x")
+            w.uploader.unlinked(1)
+            assert w.uploader.pending(1) is None
+            assert await drained(w.uploader, 10)
+            await trio.sleep(1)
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert w.journal.recover() == [] and w.inner.stored_keys() == []
+
+
+def test_a_recovered_entry_the_tree_lost_is_uploaded_under_its_old_name(tmp_path: Path) -> None:
+    w = World(tmp_path, UploadPolicy())
+    entry = w.journal.seal(9, "ckpt/last.pt", 4, 1, staged(tmp_path, "s", b"data"))
+    # a new run: the tree (w.sink) does not know inode 9
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(w.uploader.run)
+            w.uploader.submit(WriteJournal(str(tmp_path / "wb")).recover()[0], recovered=True)
+            assert await drained(w.uploader, 10)
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert w.inner.data("ckpt/last.pt") == b"data" and entry.key == "ckpt/last.pt"
