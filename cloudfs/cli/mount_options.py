@@ -57,7 +57,11 @@ IGNORED = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ufs_uri", metavar="UFS_URI", help="s3://bucket[/prefix] or file:///dir")
+    p.add_argument(
+        "ufs_uri",
+        metavar="UFS_URI",
+        help="s3://bucket[/prefix], hdfs://namenode:port/dir or file:///dir",
+    )
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
     p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     p.add_argument(

@@ -1,8 +1,9 @@
 """The ObjectStore protocol: what CloudFS needs from an under-filesystem (UFS).
 
 Implementations: ``local.LocalObjectStore`` (``file:///dir``), ``s3.S3ObjectStore``
-(``s3://bucket/prefix``), and wrappers (``retry.RetryingObjectStore``,
-``faults.FaultyObjectStore``). One conformance suite
+(``s3://bucket/prefix``), ``hdfs.HdfsObjectStore`` (``hdfs://namenode:8020/dir``),
+and wrappers (``retry.RetryingObjectStore``, ``faults.FaultyObjectStore``). One
+conformance suite
 (``tests/contract/test_object_store.py``) runs against every implementation.
 
 Every method is blocking; the mount reaches a store only through

@@ -1,4 +1,5 @@
-"""One conformance suite for every ObjectStore: local directory, S3 (moto), S3 under a prefix.
+"""One conformance suite for every ObjectStore: local directory, S3 (moto), S3 under a prefix,
+the pyarrow store over a local directory, and HDFS when ``CLOUDFS_TEST_HDFS`` names a cluster.
 
 Store-specific behaviour (S3 marker objects, endpoint failures, credentials) is
 at the end, each test saying which store it is about.
@@ -6,10 +7,12 @@ at the end, each test saying which store it is about.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +22,18 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import (
+    IllegalName,
     InvalidArgument,
+    IsADirectory,
+    NoSpace,
     NotADirectory,
+    NotEmpty,
     NotFound,
     RemoteIOError,
     UfsAccessDenied,
 )
 from cloudfs.types import ListPage
+from cloudfs.ufs.factory import parse_uri
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.ufs.local import LocalObjectStore
 from cloudfs.ufs.s3 import S3ObjectStore
@@ -33,6 +41,8 @@ from cloudfs.ufs.s3_errors import translate
 from tests.support.servers import S3Server, free_port, running_s3_server
 
 S3_PREFIX = "base/dir"
+HDFS_ENV = "CLOUDFS_TEST_HDFS"
+NO_HDFS = f"no HDFS cluster configured: set {HDFS_ENV}=hdfs://namenode:port/path"
 
 
 @pytest.fixture
@@ -58,12 +68,43 @@ def s3_config(endpoint: str | None, **overrides: Any) -> S3Config:
     return S3Config(**values)
 
 
-@pytest.fixture(params=["local", "s3", "s3-prefix"])
+def arrow_local_store(root: Path) -> Any:
+    """The pyarrow store over a local directory: pyarrow's own code paths, no cluster."""
+    pafs = pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import ArrowObjectStore
+
+    root.mkdir(exist_ok=True)
+    fs = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+    return ArrowObjectStore(fs, "", f"file://{root}")
+
+
+@pytest.fixture
+def hdfs_store() -> Iterator[Any]:
+    """A fresh directory under ``$CLOUDFS_TEST_HDFS`` on a real cluster, removed afterwards."""
+    uri = os.environ.get(HDFS_ENV)
+    if not uri:
+        pytest.skip(NO_HDFS)
+    from cloudfs.ufs.hdfs import HdfsObjectStore
+
+    parsed = parse_uri(uri)
+    assert parsed.scheme == "hdfs", f"{HDFS_ENV} must be an hdfs:// URI, not {uri}"
+    base = f"{parsed.prefix}/cloudfs-test-{uuid.uuid4().hex[:12]}".lstrip("/")
+    store = HdfsObjectStore.connect(parsed.location, parsed.port, base)
+    store.make_dir("")
+    yield store
+    store.filesystem.delete_dir("/" + base)
+
+
+@pytest.fixture(params=["local", "s3", "s3-prefix", "arrow-local", "hdfs"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         root = tmp_path / "root"
         root.mkdir()
         return LocalObjectStore(str(root))
+    if request.param == "arrow-local":
+        return arrow_local_store(tmp_path / "root")  # type: ignore[no-any-return]
+    if request.param == "hdfs":
+        return request.getfixturevalue("hdfs_store")  # type: ignore[no-any-return]
     request.getfixturevalue("aws_env")
     server: S3Server = request.getfixturevalue("s3_server")
     bucket: str = request.getfixturevalue("s3_bucket")
@@ -326,6 +367,260 @@ def test_local_skips_symlinks_and_temp_files(tmp_path: Path) -> None:
     os.symlink(tmp_path, tmp_path / "dirlink")
     (tmp_path / ".cloudfs-tmp-leftover").write_bytes(b"partial")
     assert all_entries(store, "") == (["real"], [])
+
+
+# -- store-specific: pyarrow (local directory and HDFS) ----------------------
+
+
+@pytest.fixture(params=["arrow-local", "hdfs"])
+def arrow_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "hdfs":
+        return request.getfixturevalue("hdfs_store")
+    return arrow_local_store(tmp_path / "root")
+
+
+def test_arrow_skips_temp_files(arrow_store: Any) -> None:
+    arrow_store.put_bytes("d/real", b"x")
+    leftover = arrow_store._path("d/.cloudfs-tmp-leftover")
+    with arrow_store.filesystem.open_output_stream(leftover) as out:
+        out.write(b"partial")
+    assert all_entries(arrow_store, "d") == (["d/real"], [])
+    assert all_entries(arrow_store, "") == ([], ["d"])
+
+
+def test_arrow_no_temp_file_left_after_writes(arrow_store: Any, tmp_path: Path) -> None:
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(3 * MiB))
+    arrow_store.put_file("w/f", str(src))
+    arrow_store.put_bytes("w/f", b"small")
+    pafs = pytest.importorskip("pyarrow.fs")
+    names = [i.base_name for i in arrow_store.filesystem.get_file_info(
+        pafs.FileSelector(arrow_store._path("w")))]  # fmt: skip
+    assert names == ["f"]
+
+
+def test_arrow_compression_is_never_guessed(arrow_store: Any) -> None:
+    """pyarrow compresses "*.gz" streams by default: objects must keep their bytes."""
+    arrow_store.put_bytes("a.gz", b"not gzip")
+    assert arrow_store.get_range("a.gz", 0, 100) == b"not gzip"
+    with arrow_store.get_stream("a.gz", 4) as stream:
+        assert stream.read() == b"gzip"
+
+
+def test_arrow_rename_onto_directory_is_refused(arrow_store: Any) -> None:
+    """HDFS would move the file *into* the directory; rename(2) says EISDIR."""
+    arrow_store.put_bytes("f", b"x")
+    arrow_store.put_bytes("d/inner", b"y")
+    with pytest.raises(IsADirectory):
+        arrow_store.rename("f", "d")
+    assert all_entries(arrow_store, "d") == (["d/inner"], [])
+    with pytest.raises(IsADirectory):
+        arrow_store.put_bytes("d", b"z")
+
+
+def test_arrow_rename_dir_onto_existing(arrow_store: Any) -> None:
+    """Like rename(2): an empty target is replaced, a non-empty one refused."""
+    arrow_store.put_bytes("src/x", b"x")
+    arrow_store.make_dir("empty")
+    arrow_store.rename_dir("src", "empty")
+    assert all_entries(arrow_store, "empty") == (["empty/x"], [])
+    arrow_store.put_bytes("other/y", b"y")
+    with pytest.raises(NotEmpty):
+        arrow_store.rename_dir("other", "empty")
+    arrow_store.put_bytes("file", b"f")
+    with pytest.raises(NotADirectory):
+        arrow_store.rename_dir("other", "file")
+    with pytest.raises(NotADirectory):
+        arrow_store.rename_dir("file", "elsewhere")
+
+
+def test_arrow_remove_dir_refuses_non_empty(arrow_store: Any) -> None:
+    """pyarrow's delete_dir is recursive: the store must not be."""
+    arrow_store.put_bytes("full/x", b"x")
+    with pytest.raises(NotEmpty):
+        arrow_store.remove_dir("full")
+    assert arrow_store.get_range("full/x", 0, 1) == b"x"
+    with pytest.raises(NotADirectory):
+        arrow_store.remove_dir("full/x")
+
+
+def test_arrow_directory_is_not_an_object(arrow_store: Any) -> None:
+    arrow_store.make_dir("d")
+    with pytest.raises((IsADirectory, NotFound)):
+        arrow_store.get_range("d", 0, 1)
+    with pytest.raises((IsADirectory, NotFound)):
+        arrow_store.get_stream("d", 0)
+    with pytest.raises(IsADirectory):
+        arrow_store.delete("d")
+    with pytest.raises(NotFound):
+        arrow_store.rename("d", "e")
+
+
+def test_arrow_rejects_escaping_and_non_utf8_keys(arrow_store: Any) -> None:
+    for key in ("../x", "a/../../x", "/abs", "a//b", "a/"):
+        with pytest.raises(InvalidArgument):
+            arrow_store.head(key)
+    with pytest.raises(IllegalName):
+        arrow_store.validate_key("bad-\udcff-name")
+    with pytest.raises(IllegalName):
+        arrow_store.put_bytes("bad-\udcff-name", b"x")
+
+
+def test_arrow_check_errors(tmp_path: Path) -> None:
+    pafs = pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import ArrowObjectStore
+
+    fs = pafs.LocalFileSystem()
+    with pytest.raises(NotFound, match="does not exist"):
+        ArrowObjectStore(fs, str(tmp_path / "absent"), "file:///absent").check()
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(NotADirectory):
+        ArrowObjectStore(fs, str(tmp_path / "file"), "file:///file").check()
+    ArrowObjectStore(fs, str(tmp_path), "file:///tmp").check()
+
+
+class _CountingFs:
+    """A pyarrow filesystem proxy that counts directory listings."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.listings = 0
+
+    def get_file_info(self, what: Any) -> Any:
+        if not isinstance(what, str):
+            self.listings += 1
+        return self._inner.get_file_info(what)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_arrow_pages_come_from_one_listing(tmp_path: Path) -> None:
+    """A large HDFS directory is listed once, not once per page."""
+    pafs = pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import ArrowObjectStore
+
+    for i in range(25):
+        (tmp_path / f"f{i:02}").write_bytes(b"x")
+    fs = _CountingFs(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()))
+    store = ArrowObjectStore(fs, "", "file:///x")
+    objects, _ = all_entries(store, "", limit=10)
+    assert objects == [f"f{i:02}" for i in range(25)]
+    assert fs.listings == 1
+    # A token with no snapshot (another process, or expired) lists again.
+    page = store.list_dir("", "f19", limit=10)
+    assert [o.key for o in page.objects] == [f"f{i}" for i in range(20, 25)]
+    assert fs.listings == 2
+
+
+class _HdfsLikeFs(_CountingFs):
+    """Behaves as pyarrow's HDFS does when the namenode cannot be reached: a stat
+    answers "not found", every other call fails with libhdfs's errno 255."""
+
+    def get_file_info(self, what: Any) -> Any:
+        pafs = pytest.importorskip("pyarrow.fs")
+        if isinstance(what, str):
+            return pafs.FileInfo(what, pafs.FileType.NotFound)
+        raise OSError(255, "HDFS list directory failed. Detail: [errno 255] Unknown error 255")
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError(255, "Opening HDFS file failed. Detail: [errno 255] Unknown error 255")
+
+    open_input_stream = open_input_file = open_output_stream = _fail
+    delete_file = delete_dir = create_dir = move = _fail
+
+
+def test_arrow_unreachable_namenode_is_never_not_found() -> None:
+    """pyarrow hides HDFS stat errors as "not found": the store must not believe it."""
+    pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import ArrowObjectStore
+
+    store = ArrowObjectStore(_HdfsLikeFs(None), "/data", "hdfs://nn:8020/data")
+    for call in (
+        lambda: store.head("k"),
+        lambda: store.list_dir(""),
+        lambda: store.get_range("k", 0, 1),
+        lambda: store.get_stream("k", 0),
+        lambda: store.delete("k"),
+        lambda: store.remove_dir("d"),
+        lambda: store.rename("a", "b"),
+        lambda: store.rename_dir("a", "b"),
+        lambda: store.put_bytes("k", b"x"),
+    ):
+        with pytest.raises(RemoteIOError) as info:
+            call()
+        assert info.value.errno == errno.EIO  # not libhdfs's 255
+    with pytest.raises(RemoteIOError, match="cannot reach hdfs://nn:8020/data"):
+        store.check()
+
+
+class _CoarseClockFs(_CountingFs):
+    """Reports mtimes in whole seconds, as libhdfs does."""
+
+    def get_file_info(self, what: Any) -> Any:
+        pafs = pytest.importorskip("pyarrow.fs")
+
+        def coarse(info: Any) -> Any:
+            if info.type != pafs.FileType.File:
+                return info
+            mtime_ns = info.mtime_ns // 10**9 * 10**9
+            return pafs.FileInfo(info.path, info.type, mtime_ns=mtime_ns, size=info.size)
+
+        found = self._inner.get_file_info(what)
+        return coarse(found) if isinstance(what, str) else [coarse(i) for i in found]
+
+
+def test_arrow_same_size_rewrite_within_a_second_changes_etag(tmp_path: Path) -> None:
+    pafs = pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import ArrowObjectStore
+
+    fs = _CoarseClockFs(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()))
+    store = ArrowObjectStore(fs, "", "file:///x")
+    etags = [store.put_bytes("k", data).etag for data in (b"one", b"two", b"six")]
+    assert len(set(etags)) == 3
+    assert store.head("k").etag == etags[-1]
+    assert store.get_range("k", 0, 10) == b"six"
+
+
+def test_hdfs_refuses_colons(tmp_path: Path) -> None:
+    pafs = pytest.importorskip("pyarrow.fs")
+    from cloudfs.ufs.hdfs import HdfsObjectStore
+
+    store = HdfsObjectStore(pafs.LocalFileSystem(), str(tmp_path), "hdfs://nn/x")
+    store.validate_key("dir/file.txt")
+    with pytest.raises(IllegalName):
+        store.validate_key("dir/a:b")
+
+
+@pytest.mark.parametrize(
+    ("make", "expected", "code"),
+    [
+        (lambda: FileNotFoundError(errno.ENOENT, "gone"), NotFound, errno.ENOENT),
+        (lambda: PermissionError(errno.EACCES, "denied"), UfsAccessDenied, errno.EACCES),
+        (lambda: OSError(errno.EDQUOT, "quota"), NoSpace, errno.ENOSPC),
+        (lambda: OSError(255, "java.net.ConnectException"), RemoteIOError, errno.EIO),
+        (lambda: OSError("no errno"), RemoteIOError, errno.EIO),
+        (lambda: OSError(errno.ESTALE, "lease expired"), RemoteIOError, errno.ESTALE),
+    ],
+    ids=["enoent", "eacces", "edquot", "libhdfs-255", "no-errno", "estale"],
+)
+def test_translate_arrow_errors(make: Any, expected: type[Exception], code: int) -> None:
+    pytest.importorskip("pyarrow")
+    from cloudfs.ufs.hdfs import translate_arrow_error
+
+    err = make()
+    result = translate_arrow_error(err, "some/key")
+    assert isinstance(result, expected)
+    assert result.errno == code
+    assert result.__cause__ is err
+    assert "some/key" in str(result)
+
+
+def test_translate_arrow_invalid() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from cloudfs.ufs.hdfs import translate_arrow_error
+
+    assert isinstance(translate_arrow_error(pa.ArrowInvalid("bad path"), "k"), InvalidArgument)
 
 
 # -- store-specific: S3 ------------------------------------------------------

@@ -1,0 +1,605 @@
+"""HDFS (``hdfs://namenode:8020/dir``) as an ObjectStore, through ``pyarrow.fs``.
+
+``ArrowObjectStore`` serves a directory of any ``pyarrow.fs.FileSystem`` with the
+semantics of ``LocalObjectStore``: keys map 1:1 to paths under the base directory,
+directories are real directories, in-flight uploads are ``.cloudfs-tmp-*`` files
+in the target directory (never listed), moved over the key once complete, so
+readers see the old object or the new one, never a partial one. The conformance
+suite runs it over ``LocalFileSystem`` (in a ``SubTreeFileSystem``) and, when
+``CLOUDFS_TEST_HDFS`` names a cluster, over HDFS.
+
+``HdfsObjectStore.connect`` opens a ``pyarrow.fs.HadoopFileSystem``: libhdfs over
+JNI, so it needs Java (``JAVA_HOME``), ``libhdfs.so`` (``HADOOP_HOME/lib/native``
+or ``ARROW_LIBHDFS_DIR``) and the Hadoop jars in ``CLASSPATH``
+(``hadoop classpath --glob``). The user is ``HADOOP_USER_NAME`` when set (simple
+authentication), else the login user; core-site.xml / hdfs-site.xml on the
+classpath apply, except for the timeouts below.
+
+Time bounds. A JNI call cannot be interrupted from Python, so every call is
+bounded by the Hadoop client's own timeouts, which ``HDFS_CLIENT_CONF`` sets
+(overriding the site files; ``connect(extra_conf=...)`` overrides them in turn):
+a namenode that refuses connections fails a call after 3 attempts 1 s apart; one
+that does not accept them after 3 connect timeouts of 10 s; one that accepts but
+never answers after the 60 s RPC timeout; a stalled datanode read after 60 s per
+replica, a stalled write after 120 s. With HA, each of at most 3 failovers can
+take that long again. Nothing else in this module waits.
+
+HDFS differences that this store cannot hide:
+
+- **Overwrites** are a delete and a rename (HDFS's rename never replaces a file,
+  and libhdfs has no ``Rename.OVERWRITE``): between the two a reader of the key
+  gets ENOENT, never a mix of old and new bytes.
+- **ETags** are ``mtime-size``: HDFS has no content hash, libhdfs reports mtime in
+  whole seconds, and pyarrow exposes no file id. A write through this store that
+  would repeat the ETag of the object it replaces (same size, same second) is
+  redone after the clock moves on, so the ETag always changes; an outside writer
+  that rewrites a file with the same size within one second is not detected.
+- **remove_dir** lists the directory and refuses a non-empty one, then deletes
+  it; pyarrow only has a recursive delete, so an object created in that window
+  (one RPC long) is deleted with it.
+- ``head`` and other stats: pyarrow reports *any* failed stat on HDFS as "not
+  found", so a "not found" is confirmed with an open that reports the real error
+  (a namenode that cannot be reached is ``RemoteIOError``, never ENOENT).
+- ``statfs`` answers large constants (pyarrow does not expose HDFS capacity).
+- Symlinks cannot be told from their targets through pyarrow: a local
+  ``SubTreeFileSystem`` follows them (HDFS has them disabled by default).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, BinaryIO, cast
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from cloudfs.errors import (
+    FsError,
+    IllegalName,
+    InvalidArgument,
+    IsADirectory,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+    NotSupported,
+    RemoteIOError,
+    StartupError,
+    UfsAccessDenied,
+)
+from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.local import _ERRNO_TYPES, TMP_PREFIX
+
+PiB = 1 << 50
+COPY_CHUNK = 1 << 20
+
+# Timeouts and retries of the Hadoop client (values are strings, as in XML):
+# what bounds every call of this store. See the module docstring.
+HDFS_CLIENT_CONF: dict[str, str] = {
+    "ipc.client.connect.timeout": "10000",  # ms for one TCP connect to the namenode
+    "ipc.client.connect.max.retries": "2",  # after a refused or failed connect
+    "ipc.client.connect.retry.interval": "1000",  # ms between those retries
+    "ipc.client.connect.max.retries.on.timeouts": "2",  # default 45: 15 minutes
+    "ipc.client.rpc-timeout.ms": "60000",  # an RPC that gets no answer
+    "dfs.client.socket-timeout": "60000",  # ms of silence on a datanode read
+    "dfs.datanode.socket.write.timeout": "120000",  # ms of silence on a datanode write
+    "dfs.client.failover.max.attempts": "3",  # HA: namenode failovers per call
+}
+
+# A write that would repeat the replaced object's ETag is redone after these
+# pauses (seconds); HDFS mtimes are whole seconds, so 2 s always suffices.
+_SAME_ETAG_PAUSES = (0.02, 0.1, 0.4, 0.6, 1.0, 1.0)
+
+# A listing continues from a snapshot for this long (seconds): pages 2..n of a
+# large directory do not each list the whole directory again.
+_SNAPSHOT_TTL = 30.0
+_SNAPSHOTS_KEPT = 8
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:300] if text else type(err).__name__
+
+
+def _detail(err: FsError) -> str:
+    """What pyarrow said, without the key prefix of a translated error."""
+    return _first_line(err.__cause__) if err.__cause__ is not None else str(err)
+
+
+def translate_arrow_error(err: Exception, key: str) -> FsError:
+    """The ``cloudfs.errors`` type for a pyarrow error on ``key``.
+
+    pyarrow raises ``OSError`` subclasses carrying the errno that libhdfs (or the
+    OS) reported; libhdfs uses 255 for Java exceptions it has no errno for
+    (connection failures among them): those, and errors with no errno, are EIO.
+    """
+    if isinstance(err, FsError):
+        return err
+    if isinstance(err, OSError):
+        code = err.errno
+        cls = _ERRNO_TYPES.get(code) if code is not None else None
+        if cls is not None:
+            result: FsError = cls(f"'{key}': {os.strerror(code or errno.EIO)}")
+        elif code is not None and code in errno.errorcode:
+            result = RemoteIOError(f"'{key}': {_first_line(err)}", errno=code)
+        else:
+            result = RemoteIOError(f"'{key}': {_first_line(err)}")
+    elif isinstance(err, pa.ArrowNotImplementedError):
+        result = NotSupported(f"'{key}': {_first_line(err)}")
+    elif isinstance(err, pa.ArrowInvalid):
+        result = InvalidArgument(f"'{key}': {_first_line(err)}")
+    else:
+        result = RemoteIOError(f"'{key}': {_first_line(err)}")
+    result.__cause__ = err
+    return result
+
+
+@contextmanager
+def _arrow_errors(key: str) -> Iterator[None]:
+    try:
+        yield
+    except FsError:
+        raise
+    except (OSError, pa.ArrowException) as err:
+        raise translate_arrow_error(err, key) from err
+
+
+def _etag(info: Any) -> str:
+    """(mtime_ns, size): all a directory tree offers; see the module docstring."""
+    return f"{int(info.mtime_ns or 0):x}-{int(info.size or 0):x}"
+
+
+def _object_info(key: str, info: Any) -> ObjectInfo:
+    return ObjectInfo(
+        key=key, size=int(info.size or 0), mtime_ns=int(info.mtime_ns or 0), etag=_etag(info)
+    )
+
+
+class ArrowReadStream(io.RawIOBase):
+    """A pyarrow input file as a file object whose read errors are ``cloudfs.errors``."""
+
+    def __init__(self, inner: Any, key: str) -> None:
+        super().__init__()
+        self._inner = inner
+        self._key = key
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        with _arrow_errors(self._key):
+            return bytes(self._inner.read(None if size is None or size < 0 else size))
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any, /) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            with suppress(OSError, pa.ArrowException):
+                self._inner.close()
+        super().close()
+
+
+class ArrowObjectStore:
+    """Objects as files under ``base`` of a ``pyarrow.fs.FileSystem``.
+
+    ``base`` is a path of ``fs`` ("" for the root of a ``SubTreeFileSystem``,
+    "/datasets" on HDFS); ``uri`` is what ``uri`` reports.
+    """
+
+    def __init__(self, fs: Any, base: str, uri: str) -> None:
+        if base not in ("", "/"):
+            base = base.rstrip("/")
+        self._fs = fs
+        self._base = base
+        self._uri = uri
+        self._snapshots: dict[tuple[str, str], tuple[float, list[Any]]] = {}
+        self._snapshots_lock = threading.Lock()
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    @property
+    def filesystem(self) -> Any:
+        """The ``pyarrow.fs.FileSystem`` underneath (tests look behind the store)."""
+        return self._fs
+
+    def _path(self, key: str) -> str:
+        """The path of ``key`` in the filesystem; refuses keys that would escape the base."""
+        if not key:
+            return self._base
+        parts = key.split("/")
+        if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise InvalidArgument(f"'{key}': not a valid key")
+        if "\0" in key:
+            raise InvalidArgument(f"'{key}': NUL in key")
+        _require_utf8(key)
+        if not self._base:
+            return key
+        return f"{self._base.rstrip('/')}/{key}"
+
+    @staticmethod
+    def _join(directory: str, name: str) -> str:
+        return f"{directory}/{name}" if directory else name
+
+    # -- helpers -------------------------------------------------------------
+
+    def _stat(self, key: str, path: str) -> Any:
+        """The ``FileInfo`` of ``path``; a "not found" is confirmed (HDFS hides errors)."""
+        with _arrow_errors(key):
+            info = self._fs.get_file_info(path)
+            if info.type != pafs.FileType.NotFound:
+                return info
+            try:
+                self._fs.open_input_stream(path, compression=None).close()
+            except (FileNotFoundError, NotADirectoryError):
+                return info  # really absent
+            except OSError as err:
+                if err.errno is not None:
+                    raise  # why the stat failed: unreachable namenode, permission, ...
+            return self._fs.get_file_info(path)  # it appeared meanwhile
+
+    def _kind(self, key: str, path: str) -> Any:
+        """The ``FileType`` of ``path`` without confirming a "not found" (error paths)."""
+        with _arrow_errors(key):
+            return self._fs.get_file_info(path).type
+
+    def _children(self, key: str, path: str) -> list[Any] | None:
+        """The ``FileInfo`` of each entry of directory ``path``; None if it is none."""
+        selector = pafs.FileSelector(path, allow_not_found=False, recursive=False)
+        try:
+            return list(self._fs.get_file_info(selector))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, pa.ArrowException) as err:
+            failure = err
+        # pyarrow's HDFS reports a listed file with a plain IOError.
+        if self._kind(key, path) == pafs.FileType.File:
+            return None
+        raise translate_arrow_error(failure, key) from failure
+
+    def _ensure_parent(self, key: str) -> None:
+        parent = key.rpartition("/")[0]
+        if parent:
+            with _arrow_errors(parent):
+                self._fs.create_dir(self._path(parent), recursive=True)
+
+    def _open_input(self, key: str, path: str) -> Any:
+        try:
+            return self._fs.open_input_file(path)
+        except (OSError, pa.ArrowException) as err:
+            failure = err
+        if self._kind(key, path) == pafs.FileType.Directory:
+            raise IsADirectory(f"'{key}': is a directory") from failure
+        raise translate_arrow_error(failure, key) from failure
+
+    def _tmp_path(self, key: str) -> str:
+        """A fresh temporary name in the directory of ``key``."""
+        parent = self._path(key.rpartition("/")[0])
+        name = TMP_PREFIX + secrets.token_hex(8)
+        if not parent:
+            return name
+        return parent + name if parent.endswith("/") else f"{parent}/{name}"
+
+    # -- ObjectStore ---------------------------------------------------------
+
+    def check(self) -> None:
+        where = self._uri
+        try:
+            info = self._stat("", self._base)
+        except UfsAccessDenied as err:
+            raise UfsAccessDenied(f"access to {where} denied: {_detail(err)}") from err
+        except RemoteIOError as err:
+            raise RemoteIOError(f"cannot reach {where}: {_detail(err)}") from err
+        if info.type == pafs.FileType.NotFound:
+            raise NotFound(f"directory '{where}' does not exist")
+        if info.type != pafs.FileType.Directory:
+            raise NotADirectory(f"'{where}' is not a directory")
+
+    def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
+        """Entries sorted by name (code point order), as ``LocalObjectStore`` lists them.
+
+        ``token`` is the last name of the previous page. Pages after the first
+        come from the first page's listing when it is recent (one RPC for a
+        large directory on HDFS, not one per page).
+        """
+        path = self._path(prefix)
+        limit = max(1, limit)
+        entries = self._take_snapshot(prefix, token) if token is not None else None
+        if entries is None:
+            children = self._children(prefix, path)
+            if children is None:
+                return ListPage(objects=[], prefixes=[], next_token=None)
+            entries = sorted(
+                (e for e in children if token is None or e.base_name > token),
+                key=lambda e: e.base_name,
+            )
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        last: str | None = None
+        count = 0
+        for index, entry in enumerate(entries):
+            if count == limit:
+                assert last is not None
+                self._keep_snapshot(prefix, last, entries[index:])
+                return ListPage(objects=objects, prefixes=prefixes, next_token=last)
+            name = entry.base_name
+            last = name
+            if name.startswith(TMP_PREFIX):
+                continue
+            if entry.type == pafs.FileType.Directory:
+                prefixes.append(self._join(prefix, name))
+            elif entry.type == pafs.FileType.File:
+                objects.append(_object_info(self._join(prefix, name), entry))
+            else:
+                continue
+            count += 1
+        return ListPage(objects=objects, prefixes=prefixes, next_token=None)
+
+    def _keep_snapshot(self, prefix: str, token: str, rest: list[Any]) -> None:
+        now = time.monotonic()
+        with self._snapshots_lock:
+            for k, (deadline, _) in list(self._snapshots.items()):
+                if deadline < now:
+                    del self._snapshots[k]
+            while len(self._snapshots) >= _SNAPSHOTS_KEPT:
+                del self._snapshots[next(iter(self._snapshots))]
+            self._snapshots[(prefix, token)] = (now + _SNAPSHOT_TTL, rest)
+
+    def _take_snapshot(self, prefix: str, token: str) -> list[Any] | None:
+        with self._snapshots_lock:
+            found = self._snapshots.pop((prefix, token), None)
+        if found is None or found[0] < time.monotonic():
+            return None
+        return found[1]
+
+    def head(self, key: str) -> ObjectInfo:
+        info = self._stat(key, self._path(key))
+        if info.type != pafs.FileType.File:
+            raise NotFound(f"'{key}': not an object")  # S3 answers 404 for a prefix too
+        return _object_info(key, info)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
+        f = self._open_input(key, self._path(key))
+        with _arrow_errors(key), f:
+            size = f.size()
+            length = min(length, size - offset)
+            chunks: list[bytes] = []
+            done = 0
+            while done < length:
+                chunk = f.read_at(length - done, offset + done)
+                if not chunk:
+                    break
+                chunks.append(bytes(chunk))
+                done += len(chunk)
+        return b"".join(chunks)
+
+    def get_stream(self, key: str, offset: int) -> BinaryIO:
+        if offset < 0:
+            raise InvalidArgument(f"'{key}': negative offset {offset}")
+        f = self._open_input(key, self._path(key))
+        try:
+            with _arrow_errors(key):
+                f.seek(min(offset, f.size()))  # reading past the end fails in pyarrow
+        except BaseException:
+            with suppress(OSError, pa.ArrowException):
+                f.close()
+            raise
+        return cast(BinaryIO, ArrowReadStream(f, key))
+
+    def _write_atomic(self, key: str, fill: BinaryIO | bytes) -> ObjectInfo:
+        """Write a temp file next to ``key`` and move it over ``key``."""
+        if not key:
+            raise InvalidArgument("cannot write the store root")
+        path = self._path(key)
+        tmp = self._tmp_path(key)
+        with _arrow_errors(key):
+            old = self._fs.get_file_info(path)
+        if old.type == pafs.FileType.Directory:
+            raise IsADirectory(f"'{key}': is a directory")
+        try:
+            with _arrow_errors(key):
+                for pause in (*_SAME_ETAG_PAUSES, None):
+                    self._upload(key, tmp, fill)
+                    new = self._fs.get_file_info(tmp)
+                    if old.type != pafs.FileType.File or _etag(new) != _etag(old):
+                        break
+                    if pause is None:
+                        raise RemoteIOError(f"'{key}': the filesystem's clock does not advance")
+                    time.sleep(pause)  # same size, same mtime: the ETag would not change
+                    if not isinstance(fill, bytes):
+                        fill.seek(0)
+                self._fs.move(tmp, path)
+        except BaseException:
+            with suppress(OSError, pa.ArrowException):
+                self._fs.delete_file(tmp)
+            raise
+        return _object_info(key, new)  # a rename keeps size and mtime
+
+    def _upload(self, key: str, tmp: str, fill: BinaryIO | bytes) -> None:
+        try:
+            out = self._fs.open_output_stream(tmp, compression=None)
+        except FileNotFoundError:  # HDFS creates parents itself; other filesystems do not
+            self._ensure_parent(key)
+            out = self._fs.open_output_stream(tmp, compression=None)
+        with out:
+            if isinstance(fill, bytes):
+                out.write(fill)
+            else:
+                while chunk := fill.read(COPY_CHUNK):
+                    out.write(chunk)
+
+    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
+        """``resume`` is ignored: an interrupted upload is only a temporary file."""
+        try:
+            src = open(path, "rb")  # noqa: SIM115 - closed below, before errors are mapped
+        except OSError as err:
+            raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
+        with src:
+            return self._write_atomic(key, src)
+
+    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
+        return self._write_atomic(key, bytes(data))
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            self._fs.delete_file(path)
+            return
+        except (OSError, pa.ArrowException) as err:
+            failure = err
+        kind = self._kind(key, path)
+        if kind == pafs.FileType.Directory:
+            raise IsADirectory(f"'{key}': is a directory") from failure
+        # A missing file: ENOENT locally, EIO from libhdfs ("delete returned false").
+        # Other errnos (libhdfs's 255 for an unreachable namenode) are real failures.
+        missing = isinstance(failure, OSError) and failure.errno in (errno.ENOENT, errno.EIO)
+        if kind == pafs.FileType.NotFound and missing:
+            return
+        raise translate_arrow_error(failure, key) from failure
+
+    def validate_key(self, key: str) -> None:
+        _require_utf8(key)
+
+    def make_dir(self, key: str) -> None:
+        path = self._path(key)
+        if not path:
+            return  # the root of a SubTreeFileSystem always exists
+        with _arrow_errors(key):
+            self._fs.create_dir(path, recursive=True)
+
+    def remove_dir(self, key: str) -> None:
+        if not key:
+            raise InvalidArgument("cannot remove the store root")
+        path = self._path(key)
+        children = self._children(key, path)
+        if children is None:
+            if self._stat(key, path).type == pafs.FileType.File:
+                raise NotADirectory(f"'{key}': not a directory")
+            return
+        if children:
+            raise NotEmpty(f"'{key}': directory not empty")
+        try:
+            with _arrow_errors(key):
+                self._fs.delete_dir(path)  # recursive in pyarrow: emptiness checked above
+        except NotFound:
+            return
+
+    def rename(self, src: str, dst: str) -> ObjectInfo:
+        src_path, dst_path = self._path(src), self._path(dst)
+        if self._stat(src, src_path).type != pafs.FileType.File:
+            raise NotFound(f"'{src}': not an object")
+        # HDFS moves a file *into* a directory named by the destination.
+        if self._kind(dst, dst_path) == pafs.FileType.Directory:
+            raise IsADirectory(f"'{dst}': is a directory")
+        self._ensure_parent(dst)
+        with _arrow_errors(src):
+            self._fs.move(src_path, dst_path)  # pyarrow's HDFS: delete, then rename
+        return self.head(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Like ``os.rename``: ``dst`` must be missing or an empty directory."""
+        if not src or not dst:
+            raise InvalidArgument("cannot rename the store root")
+        if src == dst or dst.startswith(src + "/"):
+            raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+        src_path, dst_path = self._path(src), self._path(dst)
+        kind = self._stat(src, src_path).type
+        if kind == pafs.FileType.NotFound:
+            raise NotFound(f"'{src}': no such directory")
+        if kind != pafs.FileType.Directory:
+            raise NotADirectory(f"'{src}': not a directory")
+        dst_kind = self._kind(dst, dst_path)
+        if dst_kind == pafs.FileType.File:
+            raise NotADirectory(f"'{dst}': not a directory")
+        if dst_kind == pafs.FileType.Directory:
+            # HDFS would move src *into* dst: replace an empty dst the way rename(2) does.
+            if self._children(dst, dst_path):
+                raise NotEmpty(f"'{dst}': directory not empty")
+            with _arrow_errors(dst):
+                self._fs.delete_dir(dst_path)
+        self._ensure_parent(dst)
+        with _arrow_errors(src):
+            self._fs.move(src_path, dst_path)
+
+    def statfs(self) -> tuple[int, int]:
+        return (PiB, PiB)
+
+
+def _require_utf8(key: str) -> None:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IllegalName(f"{key!r} is not valid UTF-8, which HDFS names must be") from None
+
+
+class HdfsObjectStore(ArrowObjectStore):
+    """A directory of an HDFS cluster (``hdfs://namenode:8020/datasets``)."""
+
+    @classmethod
+    def connect(
+        cls,
+        host: str,
+        port: int,
+        path: str,
+        *,
+        user: str | None = None,
+        extra_conf: dict[str, str] | None = None,
+    ) -> HdfsObjectStore:
+        """Load libhdfs and the JVM and make a client; the namenode is not contacted yet.
+
+        ``port`` 0 takes the namenode (or HA nameservice ``host``) from the Hadoop
+        configuration. ``user`` defaults to ``HADOOP_USER_NAME``. Raises
+        ``StartupError`` (one line) when Java or libhdfs cannot be loaded.
+        """
+        if user is None:
+            user = os.environ.get("HADOOP_USER_NAME") or None
+        conf = {**HDFS_CLIENT_CONF, **(extra_conf or {})}
+        base = "/" + path.strip("/")
+        name_node = f"[{host}]" if ":" in host and not host.startswith("[") else host  # IPv6
+        where = f"{name_node}:{port}" if port else name_node
+        uri = f"hdfs://{where}{base.rstrip('/')}"
+        try:
+            fs = pafs.HadoopFileSystem(
+                name_node, port, user=user, replication=0, extra_conf=conf
+            )  # replication 0: the cluster's dfs.replication
+        except (OSError, pa.ArrowException) as err:
+            raise StartupError(_connect_error(where, err)) from err
+        return cls(fs, base, uri)
+
+    def validate_key(self, key: str) -> None:
+        """HDFS refuses ":" in a path component (and names that are not UTF-8)."""
+        super().validate_key(key)
+        if ":" in key:
+            raise IllegalName(f"{key!r}: HDFS names cannot contain ':'")
+
+
+def _connect_error(where: str, err: BaseException) -> str:
+    """One line for a failed ``HadoopFileSystem(...)``, saying what to install or set."""
+    first = _first_line(err)
+    if "libjvm" in first:
+        return f"cannot use hdfs://{where}: {first} (install Java and set JAVA_HOME)"
+    if "libhdfs" in first:
+        return (
+            f"cannot use hdfs://{where}: {first} (set HADOOP_HOME or ARROW_LIBHDFS_DIR "
+            "to the directory holding libhdfs.so)"
+        )
+    return (
+        f"cannot use hdfs://{where}: {first} (is CLASSPATH set to the output of "
+        "'hadoop classpath --glob'?)"
+    )
