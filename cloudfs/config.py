@@ -72,3 +72,4 @@ class MountConfig:
     log_file: str | None = None
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint
     write: WriteConfig = WriteConfig()
+    tree_token: str | None = None  # grpc:// mounts: the tree service's token

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from cloudfs import __version__
-from cloudfs.cli import flush, mount, stats, umount, warmup
+from cloudfs.cli import flush, meta_serve, mount, stats, umount, volume, warmup
 from cloudfs.errors import FsError, StartupError, UsageError
 
 
@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     warmup.add_parser(commands)
     stats.add_parser(commands)
     flush.add_parser(commands)
+    meta_serve.add_parser(commands)
+    volume.add_parser(commands)
     return parser
 
 

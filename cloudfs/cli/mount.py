@@ -10,9 +10,11 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES
 from cloudfs.cli import checks, mount_options, runtime
 from cloudfs.cli.daemon import run_detached
+from cloudfs.cli.meta_serve import read_token
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
 from cloudfs.errors import UsageError
+from cloudfs.meta.remote import is_tree_uri, parse_tree_uri
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
 
 
@@ -26,7 +28,9 @@ def add_parser(commands: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> MountConfig:
     mount_options.apply_o_options(args)
-    validate_uri(args.ufs_uri)
+    tree = parse_tree_uri(args.ufs_uri) if is_tree_uri(args.ufs_uri) else None
+    if tree is None:
+        validate_uri(args.ufs_uri)
     mountpoint = os.path.realpath(args.mountpoint)
     s3 = S3Config(
         endpoint_url=args.s3_endpoint,
@@ -35,7 +39,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     )
     # One bucket name on two endpoints is two stores: two caches, two trees.
     endpoint = configured_endpoint(s3) if args.ufs_uri.startswith("s3:") else None
-    volume_id = store_id(args.ufs_uri, endpoint)
+    volume_id = tree.cache_id if tree is not None else store_id(args.ufs_uri, endpoint)
     cache_dir = args.cache_dir or str(runtime.default_cache_root() / volume_id)
     block_size = parse_size(args.block_size)
     if block_size < 64 * 1024 or block_size > 64 * 1024 * 1024:
@@ -99,6 +103,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         log_file=args.log_file,
         metrics_address=args.metrics,
         write=write,
+        tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
     )
 
 

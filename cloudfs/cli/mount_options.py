@@ -46,6 +46,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "upload_concurrency": ("upload_concurrency", True),
     "drain_timeout": ("drain_timeout", True),
     "staging_dir": ("staging_dir", True),
+    "token_file": ("token_file", True),
     "staging_size": ("staging_size", True),
     "staging_wait": ("staging_wait", True),
 }
@@ -126,6 +127,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="600",
         help="write-back: seconds unmount waits for pending uploads; what is left is "
         "uploaded by the next mount (600)",
+    )
+    p.add_argument(
+        "--token-file", help="grpc:// mounts: the tree service's token (or $CLOUDFS_META_TOKEN)"
     )
     p.add_argument(
         "--staging-dir",

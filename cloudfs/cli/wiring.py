@@ -24,10 +24,13 @@ from cloudfs.data.journal import WriteJournal
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
 from cloudfs.data.uploader import Uploader, UploadPolicy
-from cloudfs.errors import UsageError
+from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.fuse import session
 from cloudfs.fuse.operations import CloudFsOperations
+from cloudfs.meta.client import GrpcMeta
 from cloudfs.meta.embedded import open_embedded
+from cloudfs.meta.interface import Meta
+from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
@@ -48,9 +51,17 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     held = {cache_dir, *config.cache.disk_dirs, staging_root}  # one mount each
     locks = [checks.lock_cache_dir(d) for d in sorted(held)]
     metrics = Metrics()
-    store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
-    store.check()
-    meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
+    meta: Meta
+    if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
+        tree = parse_tree_uri(config.ufs_uri)
+        ufs_uri = _volume_ufs(tree, config.tree_token)
+        store = MeteredObjectStore(open_store(ufs_uri, config.s3), metrics)
+        store.check()
+        meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token)
+    else:
+        store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
+        store.check()
+        meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
     if config.metrics_address:
         _serve_metrics(config.metrics_address, metrics)
     ledger = PrefetchLedger(metrics)
@@ -138,6 +149,17 @@ def _facts(config: MountConfig) -> dict[str, object]:
         "cache_policy": config.cache.policy,
         "write_mode": config.write.mode,
     }
+
+
+def _volume_ufs(tree: TreeUri, token: str | None) -> str:
+    """The UFS URI of a tree-service volume (this mount reads and writes its objects)."""
+    client = VolumeClient(tree.address, token=token)
+    try:
+        return client.get(tree.volume).ufs_uri
+    except FsError as e:
+        raise StartupError(f"cannot mount volume {tree.volume} of {tree.address}: {e}") from None
+    finally:
+        client.close()
 
 
 def _upload_policy(write: WriteConfig) -> UploadPolicy:

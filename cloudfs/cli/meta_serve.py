@@ -1,0 +1,107 @@
+"""``cloudfs meta serve``: run the directory-tree service (gRPC) over an engine.
+
+    cloudfs meta serve --engine lmdb:///var/lib/cloudfs/tree --listen 127.0.0.1:7070
+
+Stays in the foreground (a service manager or Kubernetes runs it); SIGTERM or
+SIGINT stops it after the calls in flight. With ``--token-file`` every client
+must present that token; without it, listen on loopback or a private network
+only. UFS credentials for the volumes' listings come from the environment,
+as for ``cloudfs mount``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from cloudfs.config import S3Config
+from cloudfs.errors import StartupError, UsageError
+from cloudfs.meta.server.kv import KVEngine
+from cloudfs.meta.server.kv_lmdb import LmdbKV
+from cloudfs.ufs.factory import open_store
+
+
+def add_parser(commands: Any) -> None:
+    meta = commands.add_parser("meta", help="the directory-tree service")
+    sub = meta.add_subparsers(dest="meta_command", required=True, metavar="COMMAND")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve", help="serve volumes' trees over gRPC", description=__doc__
+    )
+    p.add_argument(
+        "--engine", required=True, help="lmdb:///dir (one server) or etcd://h1:2379,h2:2379"
+    )
+    p.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT (127.0.0.1:7070)")
+    p.add_argument("--token-file", help="clients must send the token in this file")
+    p.add_argument("--threads", default="32", help="concurrent calls (32)")
+    p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
+    p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.set_defaults(run=run)
+
+
+def read_token(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as e:
+        raise UsageError(f"cannot read token file {path}: {e.strerror}") from None
+    if not token:
+        raise UsageError(f"token file {path} is empty")
+    return token
+
+
+def open_engine(uri: str) -> KVEngine:
+    if uri.startswith("lmdb://"):
+        path = uri[len("lmdb://") :]
+        if not path.startswith("/"):
+            raise UsageError(f"expected lmdb:///absolute/dir, got '{uri}'")
+        try:
+            return LmdbKV(path)
+        except Exception as e:
+            raise StartupError(f"cannot open {uri}: {e}") from None
+    if uri.startswith("etcd://"):
+        from cloudfs.meta.server import kv_etcd  # type: ignore[attr-defined]
+
+        return kv_etcd.open_engine(uri)  # type: ignore[no-any-return]
+    raise UsageError(f"unknown engine '{uri}' (expected lmdb:///dir or etcd://host:port,...)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudfs.meta.service.server import TreeServer
+    from cloudfs.meta.service.volumes import Volumes
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    token = read_token(args.token_file)
+    engine = open_engine(args.engine)
+    s3 = S3Config(endpoint_url=args.s3_endpoint)
+    volumes = Volumes(engine, lambda uri: open_store(uri, s3))
+    try:
+        server = TreeServer(volumes, args.listen, token=token, threads=int(args.threads))
+    except (OSError, RuntimeError, ValueError) as e:
+        raise StartupError(f"cannot listen on {args.listen}: {e}") from None
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.start()
+    logging.getLogger(__name__).info(
+        "serving %s on port %d%s", args.engine, server.port, " (token required)" if token else ""
+    )
+    print(f"listening on {args.listen.rsplit(':', 1)[0]}:{server.port}", flush=True)
+    try:
+        stopping.wait()
+    finally:
+        server.stop()
+        volumes.close()
+        engine.close()
+    return 0

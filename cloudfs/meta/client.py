@@ -1,0 +1,218 @@
+"""GrpcMeta: the Meta protocol of a volume served by the tree service (``cloudfs meta serve``).
+
+Every call has a deadline (``timeout``; calls that may list the UFS first get
+``listing_timeout``) and is retried by gRPC itself, with back-off, only when
+the server was unreachable (UNAVAILABLE: the request never ran, so a retry
+cannot apply a change twice) -- a restarted server is picked up again, and a
+call that cannot complete fails with EIO within a bounded time instead of
+hanging the mount. Errors come back as the ``FsError`` subclass of the errno
+the tree produced (``convert.from_errno``).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from typing import Any
+
+import grpc
+
+from cloudfs.errors import AccessDenied, FsError, RemoteIOError
+from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.server import META_SERVICE, VOLUME_SERVICE
+from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
+from cloudfs.v1 import meta_pb2 as pb
+from cloudfs.v1 import meta_pb2_grpc as rpc
+
+_RETRY_POLICY = {
+    "maxAttempts": 5,
+    "initialBackoff": "0.2s",
+    "maxBackoff": "2s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": META_SERVICE}, {"service": VOLUME_SERVICE}],
+                "retryPolicy": _RETRY_POLICY,
+            }
+        ]
+    }
+)
+
+
+def open_channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(
+        address,
+        options=[
+            ("grpc.service_config", SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ],
+    )
+
+
+def rpc_error(exc: grpc.RpcError, what: str, timeout: float) -> FsError:
+    """The ``FsError`` a failed call stands for."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = (exc.details() if hasattr(exc, "details") else "") or what
+    trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    if cv.ERRNO_KEY in trailing:
+        return cv.from_errno(int(trailing[cv.ERRNO_KEY]), details)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RemoteIOError(f"{what}: the tree service did not answer within {timeout:g} s")
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AccessDenied(f"{what}: the tree service refused the token ({details})")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return RemoteIOError(f"{what}: the tree service is unreachable ({details})")
+    return FsError(f"{what}: {details}", errno=errno.EIO)
+
+
+class GrpcMeta:
+    local_reads = False  # every call is a network round trip
+
+    def __init__(
+        self,
+        address: str,
+        volume: str,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        listing_timeout: float = 120.0,
+    ) -> None:
+        self._channel = open_channel(address)
+        self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._volume = volume
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+        self._listing_timeout = listing_timeout
+
+    def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
+        timeout = self._listing_timeout if lists else self._timeout
+        try:
+            return getattr(self._stub, name)(request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, name, timeout) from None
+
+    def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
+        return cv.attr_from_pb(self._call(name, request, lists=lists).attr)
+
+    def _inode(self, inode: InodeId) -> pb.InodeRequest:
+        return pb.InodeRequest(volume=self._volume, inode=inode)
+
+    def _name(self, parent: InodeId, name: bytes) -> pb.NameRequest:
+        return pb.NameRequest(volume=self._volume, parent=parent, name=name)
+
+    # -- the Meta protocol ----------------------------------------------------
+
+    def lookup(self, parent: InodeId, name: bytes) -> Attr:
+        return self._attr("Lookup", self._name(parent, name), lists=True)
+
+    def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
+        reply = self._call("LookupIfListed", self._name(parent, name))
+        return cv.attr_from_pb(reply.attr) if reply.HasField("attr") else None
+
+    def getattr(self, inode: InodeId) -> Attr:
+        return self._attr("GetAttr", self._inode(inode))
+
+    def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
+        request = pb.SetAttrRequest(
+            volume=self._volume, inode=inode, changes=cv.changes_to_pb(changes)
+        )
+        return self._attr("SetAttr", request)
+
+    def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
+        request = pb.ReadDirRequest(volume=self._volume, inode=inode, after=after, limit=limit)
+        return cv.entries_from_pb(self._call("ReadDir", request, lists=True))
+
+    def create(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
+    ) -> Attr:
+        request = pb.CreateRequest(
+            volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid, rdev=rdev
+        )
+        return self._attr("Create", request, lists=True)
+
+    def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+        request = pb.CreateRequest(
+            volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid
+        )
+        return self._attr("Mkdir", request, lists=True)
+
+    def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+        request = pb.SymlinkRequest(
+            volume=self._volume, parent=parent, name=name, target=target, uid=uid, gid=gid
+        )
+        return self._attr("Symlink", request, lists=True)
+
+    def readlink(self, inode: InodeId) -> bytes:
+        value: bytes = self._call("ReadLink", self._inode(inode)).value
+        return value
+
+    def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
+        request = pb.LinkRequest(
+            volume=self._volume, inode=inode, new_parent=new_parent, new_name=new_name
+        )
+        return self._attr("Link", request, lists=True)
+
+    def unlink(self, parent: InodeId, name: bytes) -> Attr:
+        return self._attr("Unlink", self._name(parent, name), lists=True)
+
+    def rmdir(self, parent: InodeId, name: bytes) -> None:
+        self._call("Rmdir", self._name(parent, name), lists=True)
+
+    def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
+    ) -> None:
+        request = pb.RenameRequest(
+            volume=self._volume, parent=parent, name=name, new_parent=new_parent,
+            new_name=new_name, flags=flags,
+        )  # fmt: skip
+        self._call("Rename", request, lists=True)
+
+    def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        request = pb.XattrRequest(volume=self._volume, inode=inode, name=name)
+        value: bytes = self._call("GetXattr", request).value
+        return value
+
+    def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
+        request = pb.XattrRequest(
+            volume=self._volume, inode=inode, name=name, value=value, flags=flags
+        )
+        self._call("SetXattr", request)
+
+    def listxattr(self, inode: InodeId) -> list[bytes]:
+        return list(self._call("ListXattr", self._inode(inode)).names)
+
+    def removexattr(self, inode: InodeId, name: bytes) -> None:
+        self._call("RemoveXattr", pb.XattrRequest(volume=self._volume, inode=inode, name=name))
+
+    def statfs(self) -> FsStats:
+        return cv.stats_from_pb(self._call("StatFs", pb.VolumeRef(volume=self._volume)).stats)
+
+    def object_key(self, inode: InodeId) -> str:
+        value: str = self._call("ObjectKey", self._inode(inode)).value
+        return value
+
+    def open(self, inode: InodeId) -> Attr:
+        return self._attr("Open", self._inode(inode))
+
+    def release(self, inode: InodeId) -> None:
+        self._call("Release", self._inode(inode))
+
+    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
+        request = pb.CommitUploadRequest(
+            volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns, etag=etag
+        )
+        return self._attr("CommitUpload", request)
+
+    def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
+        request = pb.CommitPendingRequest(
+            volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns
+        )
+        return self._attr("CommitPending", request)
+
+    def close(self) -> None:
+        self._channel.close()

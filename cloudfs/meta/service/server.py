@@ -1,0 +1,251 @@
+"""The tree service: MetaService and VolumeService over gRPC (proto/cloudfs/v1/meta.proto).
+
+Every MetaService call names its volume; the call runs the volume's tree
+operations (``Volumes.tree``) in the server's thread pool. The handlers are
+built from one table (RPC -> request type, how to call the Meta protocol, how
+to wrap the result) rather than written out one by one: each RPC is exactly
+one Meta call. An ``FsError`` becomes the matching gRPC status with the errno
+in the trailing metadata (``convert.py``); anything else is logged with its
+traceback and answered INTERNAL/EIO.
+
+With a token, every call must carry ``authorization: Bearer <token>``
+(UNAUTHENTICATED otherwise); without one the server listens as given, so
+bind it to loopback or a private network.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import logging
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from cloudfs.errors import FsError
+from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.types import InodeId
+from cloudfs.v1 import meta_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+META_SERVICE = "cloudfs.v1.MetaService"
+VOLUME_SERVICE = "cloudfs.v1.VolumeService"
+
+Call = Callable[[EmbeddedMeta, Any], Any]
+
+
+def _attr(result: Any) -> pb.AttrReply:
+    return pb.AttrReply(attr=cv.attr_to_pb(result)) if result is not None else pb.AttrReply()
+
+
+def _empty(_: Any) -> pb.Empty:
+    return pb.Empty()
+
+
+# RPC name -> (request type, the Meta call, the reply built from its result)
+META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
+    "Lookup": (pb.NameRequest, lambda m, r: m.lookup(InodeId(r.parent), r.name), _attr),
+    "LookupIfListed": (
+        pb.NameRequest, lambda m, r: m.lookup_if_listed(InodeId(r.parent), r.name), _attr,
+    ),
+    "GetAttr": (pb.InodeRequest, lambda m, r: m.getattr(InodeId(r.inode)), _attr),
+    "SetAttr": (
+        pb.SetAttrRequest,
+        lambda m, r: m.setattr(InodeId(r.inode), cv.changes_from_pb(r.changes)),
+        _attr,
+    ),
+    "ReadDir": (
+        pb.ReadDirRequest,
+        lambda m, r: m.readdir(
+            InodeId(r.inode), r.after if r.HasField("after") else None, r.limit
+        ),
+        cv.entries_to_pb,
+    ),
+    "Create": (
+        pb.CreateRequest,
+        lambda m, r: m.create(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, r.rdev),
+        _attr,
+    ),
+    "Mkdir": (
+        pb.CreateRequest,
+        lambda m, r: m.mkdir(InodeId(r.parent), r.name, r.mode, r.uid, r.gid),
+        _attr,
+    ),
+    "Symlink": (
+        pb.SymlinkRequest,
+        lambda m, r: m.symlink(InodeId(r.parent), r.name, r.target, r.uid, r.gid),
+        _attr,
+    ),
+    "ReadLink": (
+        pb.InodeRequest, lambda m, r: m.readlink(InodeId(r.inode)),
+        lambda v: pb.BytesReply(value=v),
+    ),
+    "Link": (
+        pb.LinkRequest,
+        lambda m, r: m.link(InodeId(r.inode), InodeId(r.new_parent), r.new_name),
+        _attr,
+    ),
+    "Unlink": (pb.NameRequest, lambda m, r: m.unlink(InodeId(r.parent), r.name), _attr),
+    "Rmdir": (pb.NameRequest, lambda m, r: m.rmdir(InodeId(r.parent), r.name), _empty),
+    "Rename": (
+        pb.RenameRequest,
+        lambda m, r: m.rename(
+            InodeId(r.parent), r.name, InodeId(r.new_parent), r.new_name, r.flags
+        ),
+        _empty,
+    ),
+    "GetXattr": (
+        pb.XattrRequest, lambda m, r: m.getxattr(InodeId(r.inode), r.name),
+        lambda v: pb.BytesReply(value=v),
+    ),
+    "SetXattr": (
+        pb.XattrRequest,
+        lambda m, r: m.setxattr(InodeId(r.inode), r.name, r.value, r.flags),
+        _empty,
+    ),
+    "ListXattr": (
+        pb.InodeRequest, lambda m, r: m.listxattr(InodeId(r.inode)),
+        lambda v: pb.NamesReply(names=v),
+    ),
+    "RemoveXattr": (
+        pb.XattrRequest, lambda m, r: m.removexattr(InodeId(r.inode), r.name), _empty,
+    ),
+    "StatFs": (
+        pb.VolumeRef, lambda m, r: m.statfs(), lambda v: pb.StatFsReply(stats=cv.stats_to_pb(v)),
+    ),
+    "ObjectKey": (
+        pb.InodeRequest, lambda m, r: m.object_key(InodeId(r.inode)),
+        lambda v: pb.StringReply(value=v),
+    ),
+    "Open": (pb.InodeRequest, lambda m, r: m.open(InodeId(r.inode)), _attr),
+    "Release": (pb.InodeRequest, lambda m, r: m.release(InodeId(r.inode)), _empty),
+    "CommitUpload": (
+        pb.CommitUploadRequest,
+        lambda m, r: m.commit_upload(InodeId(r.inode), r.size, r.mtime_ns, r.etag),
+        _attr,
+    ),
+    "CommitPending": (
+        pb.CommitPendingRequest,
+        lambda m, r: m.commit_pending(InodeId(r.inode), r.size, r.mtime_ns),
+        _attr,
+    ),
+}  # fmt: skip
+
+
+def volume_to_pb(v: VolumeSpec) -> pb.Volume:
+    return pb.Volume(
+        name=v.name, ufs_uri=v.ufs_uri, meta_ttl=v.meta_ttl, default_uid=v.default_uid,
+        default_gid=v.default_gid, file_mode=v.file_mode, dir_mode=v.dir_mode,
+        created_ns=v.created_ns,
+    )  # fmt: skip
+
+
+def volume_from_pb(m: pb.Volume, *, created: bool = False) -> VolumeSpec:
+    """A volume from the wire; ``created``: it came from the server (keep its creation time)."""
+    return VolumeSpec(
+        name=m.name, ufs_uri=m.ufs_uri, meta_ttl=m.meta_ttl or 5.0, default_uid=m.default_uid,
+        default_gid=m.default_gid, file_mode=m.file_mode or 0o644, dir_mode=m.dir_mode or 0o755,
+        created_ns=m.created_ns if created else 0,
+    )  # fmt: skip
+
+
+def _deleted(volumes: Volumes, name: str) -> pb.Empty:
+    volumes.delete(name)
+    return pb.Empty()
+
+
+def _ignoring_context(fn: Callable[[Any], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+    return lambda request, context: fn(request)
+
+
+class TreeServer:
+    """A gRPC server for ``volumes``; ``start()`` binds ``address``, ``stop()`` ends it."""
+
+    def __init__(
+        self, volumes: Volumes, address: str, *, token: str | None = None, threads: int = 32
+    ) -> None:
+        self._volumes = volumes
+        self._token = token
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
+        self._server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(META_SERVICE, self._meta_handlers()),
+                grpc.method_handlers_generic_handler(VOLUME_SERVICE, self._volume_handlers()),
+            )
+        )
+        self.port = self._server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace: float = 2.0) -> None:
+        self._server.stop(grace).wait()
+
+    def wait(self) -> None:
+        self._server.wait_for_termination()
+
+    # -- handlers ------------------------------------------------------------
+
+    def _meta_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        handlers = {}
+        for name, (request_type, call, reply) in META_CALLS.items():
+            handlers[name] = self._unary(name, self._meta_call(call, reply), request_type)
+        return handlers
+
+    def _meta_call(
+        self, call: Call, reply: Callable[[Any], Any]
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Any:
+            return reply(call(self._volumes.tree(request.volume), request))
+
+        return handle
+
+    def _volume_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        v = self._volumes
+        table: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+            "CreateVolume": (pb.Volume, lambda r: volume_to_pb(v.create(volume_from_pb(r)))),
+            "GetVolume": (pb.VolumeRef, lambda r: volume_to_pb(v.get(r.volume))),
+            "ListVolumes": (
+                pb.Empty, lambda r: pb.VolumeList(volumes=[volume_to_pb(x) for x in v.list()]),
+            ),
+            "DeleteVolume": (pb.VolumeRef, lambda r: _deleted(v, r.volume)),
+        }  # fmt: skip
+        return {
+            name: self._unary(name, _ignoring_context(fn), request_type)
+            for name, (request_type, fn) in table.items()
+        }
+
+    def _unary(
+        self, name: str, handle: Callable[[Any, grpc.ServicerContext], Any], request_type: Any
+    ) -> grpc.RpcMethodHandler:
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+            self._authenticate(context)
+            try:
+                return handle(request, context)
+            except FsError as exc:
+                context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
+                context.abort(cv.status_of(exc.errno), str(exc) or type(exc).__name__)
+            except Exception:
+                log.exception("%s failed", name)
+                context.set_trailing_metadata(((cv.ERRNO_KEY, str(errno.EIO)),))
+                context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error")
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded,
+            request_deserializer=request_type.FromString,
+            response_serializer=lambda m: m.SerializeToString(),
+        )
+
+    def _authenticate(self, context: grpc.ServicerContext) -> None:
+        if self._token is None:
+            return
+        sent = dict(context.invocation_metadata()).get("authorization", "")
+        if not hmac.compare_digest(sent.encode(), f"Bearer {self._token}".encode()):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")

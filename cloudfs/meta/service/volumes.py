@@ -1,0 +1,135 @@
+"""Volumes of the tree service: named trees over UFSes, all in one KV engine.
+
+A volume record (``V:<name>`` -> JSON: UFS URI, listing TTL, default owner
+and modes, its tree's key prefix) says where the volume's tree lives: under
+``T<8-byte id>`` in the same engine, seen by its tree operations through a
+``PrefixedKV``. Each volume is served by one ``EmbeddedMeta`` built on first
+use (the tree operations, their UFS listings and locks), so several volumes
+share a server and its engine without sharing inodes.
+
+Deleting a volume deletes its tree in batches, then its record; the UFS keeps
+every object. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
+from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.server.kv import KVEngine
+from cloudfs.meta.server.kv_prefixed import PrefixedKV
+from cloudfs.ufs.interface import ObjectStore
+
+VOLUME_PREFIX = b"V:"
+TREE_PREFIX = b"T"
+DELETE_BATCH = 500
+MAX_NAME = 63
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeSpec:
+    name: str
+    ufs_uri: str
+    meta_ttl: float = 5.0
+    default_uid: int = 0
+    default_gid: int = 0
+    file_mode: int = 0o644
+    dir_mode: int = 0o755
+    created_ns: int = 0
+    tree_id: str = ""  # hex; the tree's keys start with TREE_PREFIX + bytes.fromhex(tree_id)
+
+
+def validate_volume_name(name: str) -> None:
+    ok = name and len(name) <= MAX_NAME and all(c.isalnum() or c in "-_." for c in name)
+    if not ok or name.startswith("."):
+        raise InvalidArgument(
+            f"bad volume name {name!r}: 1-{MAX_NAME} letters, digits, '-', '_' or '.'"
+        )
+
+
+class Volumes:
+    def __init__(
+        self,
+        engine: KVEngine,
+        open_store: Callable[[str], ObjectStore],
+        *,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._engine = engine
+        self._open_store = open_store
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._trees: dict[str, EmbeddedMeta] = {}
+
+    def create(self, spec: VolumeSpec) -> VolumeSpec:
+        validate_volume_name(spec.name)
+        self._open_store(spec.ufs_uri)  # a bad URI fails here, not at first mount
+        key = VOLUME_PREFIX + spec.name.encode()
+        with self._engine.transaction(write=True) as txn:
+            if txn.get(key) is not None:
+                raise AlreadyExists(f"volume {spec.name!r} exists")
+            created = VolumeSpec(
+                **{**asdict(spec), "created_ns": self._clock(), "tree_id": os.urandom(8).hex()}
+            )
+            txn.put(key, json.dumps(asdict(created)).encode())
+        return created
+
+    def get(self, name: str) -> VolumeSpec:
+        with self._engine.transaction(write=False) as txn:
+            raw = txn.get(VOLUME_PREFIX + name.encode())
+        if raw is None:
+            raise NotFound(f"no volume {name!r}")
+        return VolumeSpec(**json.loads(raw))
+
+    def list(self) -> list[VolumeSpec]:
+        with self._engine.transaction(write=False) as txn:
+            return [VolumeSpec(**json.loads(raw)) for _, raw in txn.scan(VOLUME_PREFIX)]
+
+    def delete(self, name: str) -> None:
+        spec = self.get(name)
+        with self._lock:
+            tree = self._trees.pop(name, None)
+        if tree is not None:
+            tree.close()
+        prefix = TREE_PREFIX + bytes.fromhex(spec.tree_id)
+        while True:
+            with self._engine.transaction(write=True) as txn:
+                keys = [k for k, _ in txn.scan(prefix, limit=DELETE_BATCH)]
+                for k in keys:
+                    txn.delete(k)
+            if len(keys) < DELETE_BATCH:
+                break
+        with self._engine.transaction(write=True) as txn:
+            txn.delete(VOLUME_PREFIX + name.encode())
+
+    def tree(self, name: str) -> EmbeddedMeta:
+        """The volume's tree operations (``NotFound`` for an unknown volume)."""
+        with self._lock:  # built once: opening a tree also clears its stale open counts
+            tree = self._trees.get(name)
+            if tree is None:
+                tree = self._trees[name] = self._build(self.get(name))
+            return tree
+
+    def _build(self, spec: VolumeSpec) -> EmbeddedMeta:
+        return EmbeddedMeta(
+            PrefixedKV(self._engine, TREE_PREFIX + bytes.fromhex(spec.tree_id)),
+            self._open_store(spec.ufs_uri),
+            ttl=spec.meta_ttl,
+            default_uid=spec.default_uid,
+            default_gid=spec.default_gid,
+            file_mode=spec.file_mode,
+            dir_mode=spec.dir_mode,
+            clock=self._clock,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            trees, self._trees = list(self._trees.values()), {}
+        for tree in trees:
+            tree.close()
