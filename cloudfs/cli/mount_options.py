@@ -61,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "ufs_uri",
         metavar="UFS_URI",
-        help="s3://bucket[/prefix], hdfs://namenode:port/dir or file:///dir",
+        help="s3://bucket[/prefix], hdfs://namenode:port/dir, file:///dir, or a tree-service "
+        "volume grpc://HOST:PORT/VOLUME",
     )
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
     p.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
