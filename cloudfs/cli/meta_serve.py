@@ -3,10 +3,10 @@
     cloudfs meta serve --engine lmdb:///var/lib/cloudfs/tree --listen 127.0.0.1:7070
 
 Stays in the foreground (a service manager or Kubernetes runs it); SIGTERM or
-SIGINT stops it after the calls in flight. With ``--token-file`` every client
-must present that token; without it, listen on loopback or a private network
-only. UFS credentials for the volumes' listings come from the environment,
-as for ``cloudfs mount``.
+SIGINT stops it after the calls in flight. Every client must present the
+token in ``--token-file``; only a server listening on loopback may run
+without one (``--no-token``, for trying it out). UFS credentials for the
+volumes' listings come from the environment, as for ``cloudfs mount``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT (127.0.0.1:7070)")
     p.add_argument("--token-file", help="clients must send the token in this file")
+    p.add_argument(
+        "--no-token", action="store_true", help="no token (only when listening on loopback)"
+    )
     p.add_argument("--threads", default="32", help="concurrent calls (32)")
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     p.add_argument("--debug", action="store_true", help="verbose logging")
@@ -79,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     token = read_token(args.token_file)
+    if token is None and not (args.no_token and _loopback(args.listen)):
+        raise UsageError(
+            "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
+        )
     engine = open_engine(args.engine)
     s3 = S3Config(endpoint_url=args.s3_endpoint)
     volumes = Volumes(engine, lambda uri: open_store(uri, s3))
@@ -105,3 +112,8 @@ def run(args: argparse.Namespace) -> int:
         volumes.close()
         engine.close()
     return 0
+
+
+def _loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "::1", "localhost")

@@ -50,6 +50,8 @@ def running_tree_server(
         with open(token_file, "w") as f:
             f.write(token)
         cmd += ["--token-file", token_file]
+    else:
+        cmd += ["--no-token"]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
     )
