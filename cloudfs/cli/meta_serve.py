@@ -39,7 +39,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument(
         "--no-token", action="store_true", help="no token (only when listening on loopback)"
     )
-    p.add_argument("--threads", default="32", help="concurrent calls (32)")
+    p.add_argument(
+        "--threads", default="256", help="concurrent calls, one Watch per mount included (256)"
+    )
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)

@@ -26,6 +26,7 @@ from cloudfs.data.reader import ObjectReader
 from cloudfs.data.uploader import Uploader, UploadPolicy
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.fuse import session
+from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.meta.client import GrpcMeta
 from cloudfs.meta.embedded import open_embedded
@@ -123,11 +124,18 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
+    # A shared tree tells this mount what other mounts change (close-to-open).
+    invalidator = Invalidator(meta) if isinstance(meta, GrpcMeta) else None
+
     def serve() -> int:
         try:
+            if invalidator is not None:
+                invalidator.start()
             signalled = trio.run(session.serve, start_background, writeback.drain_before_exit)
             session.stop(unmount=signalled)
         finally:
+            if invalidator is not None:
+                invalidator.stop()
             meta.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)

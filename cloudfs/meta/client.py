@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import errno
 import json
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 
 from cloudfs.errors import AccessDenied, FsError, RemoteIOError
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import convert as cv
-from cloudfs.meta.service.server import META_SERVICE, VOLUME_SERVICE
+from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVICE
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
@@ -85,7 +88,9 @@ class GrpcMeta:
         self._channel = open_channel(address)
         self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._volume = volume
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.session = uuid.uuid4().hex  # the server sends this mount's own changes to nobody
+        auth = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata = (*auth, (SESSION_KEY, self.session))
         self._timeout = timeout
         self._listing_timeout = listing_timeout
 
@@ -213,6 +218,20 @@ class GrpcMeta:
             volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns
         )
         return self._attr("CommitPending", request)
+
+    def changes(self) -> Iterator[Invalidation]:
+        """Other mounts' changes as they commit (heartbeats skipped); raises on a broken stream."""
+        request = pb.WatchRequest(volume=self._volume, session=self.session)
+        try:
+            for message in self._stub.Watch(request, metadata=self._metadata):
+                if message.inodes or message.entries or message.lost:
+                    yield Invalidation(
+                        tuple(InodeId(i) for i in message.inodes),
+                        tuple((InodeId(e.parent), e.name) for e in message.entries),
+                        message.lost,
+                    )
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, "Watch", 0) from None
 
     def close(self) -> None:
         self._channel.close()

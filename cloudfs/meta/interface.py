@@ -27,6 +27,8 @@ a name with "/" or NUL, "." or "..", renaming a directory into itself),
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
@@ -38,6 +40,23 @@ RENAME_EXCHANGE = 2
 # setxattr() flags, the values of linux/xattr.h.
 XATTR_CREATE = 1
 XATTR_REPLACE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Invalidation:
+    """What another mount changed: the kernel's cached attributes and names to drop."""
+
+    inodes: tuple[InodeId, ...] = ()
+    entries: tuple[tuple[InodeId, bytes], ...] = ()  # (parent, name)
+    lost: bool = False  # changes were dropped before this one (the feed fell behind)
+
+
+class ChangeSource(Protocol):
+    """A shared tree that tells a mount what other mounts change (``GrpcMeta``)."""
+
+    def changes(self) -> Iterator[Invalidation]:
+        """Block for the next changes, as they commit; ends (or raises) when closed."""
+        ...
 
 
 class Meta(Protocol):

@@ -264,6 +264,32 @@ class CommitPendingRequest(_message.Message):
     mtime_ns: int
     def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ...) -> None: ...
 
+class WatchRequest(_message.Message):
+    __slots__ = ("volume", "session")
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    volume: str
+    session: str
+    def __init__(self, volume: _Optional[str] = ..., session: _Optional[str] = ...) -> None: ...
+
+class EntryRef(_message.Message):
+    __slots__ = ("parent", "name")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    parent: int
+    name: bytes
+    def __init__(self, parent: _Optional[int] = ..., name: _Optional[bytes] = ...) -> None: ...
+
+class Invalidation(_message.Message):
+    __slots__ = ("inodes", "entries", "lost")
+    INODES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    inodes: _containers.RepeatedScalarFieldContainer[int]
+    entries: _containers.RepeatedCompositeFieldContainer[EntryRef]
+    lost: bool
+    def __init__(self, inodes: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[_Union[EntryRef, _Mapping]]] = ..., lost: _Optional[bool] = ...) -> None: ...
+
 class Volume(_message.Message):
     __slots__ = ("name", "ufs_uri", "meta_ttl", "default_uid", "default_gid", "file_mode", "dir_mode", "created_ns")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -149,6 +149,11 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/cloudfs.v1.MetaService/Watch',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Invalidation.FromString,
+                _registered_method=True)
 
 
 class MetaServiceServicer:
@@ -292,6 +297,14 @@ class MetaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Every call may carry the metadata "cloudfs-session: <id>"; Watch streams the
+        changes made by the other sessions of the volume, as they commit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -409,6 +422,11 @@ def add_MetaServiceServicer_to_server(servicer, server):
                     servicer.CommitPending,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.Invalidation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1032,6 +1050,33 @@ class MetaService:
             '/cloudfs.v1.MetaService/CommitPending',
             cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/Watch',
+            cloudfs_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.Invalidation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,8 +29,10 @@ from tests.support.mounts import (
     world_traversable_tmpdir,
 )
 from tests.support.servers import S3Server
+from tests.support.tree_server import TreeServer, running_tree_server
 
 PLAIN = os.environ.get("CLOUDFS_TEST_PLAIN") == "1"
+# "tree": a local directory whose tree is served by a real tree service (grpc:// mount).
 BACKENDS = ["plain"] if PLAIN else ["local", "s3"]
 
 MountFactory = Callable[..., AbstractContextManager[Mount]]
@@ -45,14 +47,24 @@ def _require_fuse() -> None:
 
 
 def _make_backing(kind: str, request: pytest.FixtureRequest) -> Backing:
-    if kind in ("plain", "local"):
+    if kind in ("plain", "local", "tree"):
         data = world_traversable_tmpdir("cloudfs-ufs-")
         request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
+        if kind == "tree":
+            server: TreeServer = request.getfixturevalue("tree_server")
+            return Backing(uri=server.new_volume(f"file://{data}"), local_dir=data)
         return Backing(uri=f"file://{data}", local_dir=data)
     s3: S3Server = request.getfixturevalue("s3_server")
     bucket = f"fuse-{os.getpid()}-{next(_buckets)}"
     s3.client().create_bucket(Bucket=bucket)
     return Backing(uri=f"s3://{bucket}", s3=s3, bucket=bucket)
+
+
+@pytest.fixture(scope="session")
+def tree_server() -> Iterator[TreeServer]:
+    """One tree service (LMDB) for the run; each test's backing is a new volume on it."""
+    with running_tree_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

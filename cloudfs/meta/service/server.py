@@ -18,7 +18,8 @@ from __future__ import annotations
 import errno
 import hmac
 import logging
-from collections.abc import Callable
+import queue
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -26,6 +27,7 @@ import grpc
 
 from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import InodeId
@@ -137,6 +139,10 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
 }  # fmt: skip
 
 
+SESSION_KEY = "cloudfs-session"
+HEARTBEAT_SECONDS = 10.0
+
+
 def volume_to_pb(v: VolumeSpec) -> pb.Volume:
     return pb.Volume(
         name=v.name, ufs_uri=v.ufs_uri, meta_ttl=v.meta_ttl, default_uid=v.default_uid,
@@ -167,8 +173,9 @@ class TreeServer:
     """A gRPC server for ``volumes``; ``start()`` binds ``address``, ``stop()`` ends it."""
 
     def __init__(
-        self, volumes: Volumes, address: str, *, token: str | None = None, threads: int = 32
+        self, volumes: Volumes, address: str, *, token: str | None = None, threads: int = 256
     ) -> None:
+        """``threads``: calls at once, including one long-lived Watch per mount."""
         self._volumes = volumes
         self._token = token
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
@@ -197,15 +204,47 @@ class TreeServer:
         handlers = {}
         for name, (request_type, call, reply) in META_CALLS.items():
             handlers[name] = self._unary(name, self._meta_call(call, reply), request_type)
+        handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
+            self._watch,
+            request_deserializer=pb.WatchRequest.FromString,
+            response_serializer=lambda m: m.SerializeToString(),
+        )
         return handlers
 
     def _meta_call(
         self, call: Call, reply: Callable[[Any], Any]
     ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
-            return reply(call(self._volumes.tree(request.volume), request))
+            session = dict(context.invocation_metadata()).get(SESSION_KEY, "")
+            with changes.origin(session):
+                return reply(call(self._volumes.tree(request.volume), request))
 
         return handle
+
+    def _watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
+        """Stream the volume's changes by other sessions until the client goes away."""
+        self._authenticate(context)
+        try:
+            feed = self._volumes.feed(request.volume)
+        except FsError as exc:
+            context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
+            context.abort(cv.status_of(exc.errno), str(exc))
+        sub = feed.subscribe(request.session)
+        try:
+            while context.is_active():
+                try:
+                    change = sub.changes.get(timeout=HEARTBEAT_SECONDS)
+                except queue.Empty:
+                    yield pb.Invalidation()  # a heartbeat: a dead client shows up here
+                    continue
+                lost, sub.lost = sub.lost, False
+                yield pb.Invalidation(
+                    inodes=sorted(change.inodes),
+                    entries=[pb.EntryRef(parent=p, name=n) for p, n in sorted(change.entries)],
+                    lost=lost,
+                )
+        finally:
+            feed.unsubscribe(sub)
 
     def _volume_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         v = self._volumes

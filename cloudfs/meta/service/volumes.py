@@ -24,6 +24,7 @@ from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.server.kv import KVEngine
 from cloudfs.meta.server.kv_prefixed import PrefixedKV
+from cloudfs.meta.service.changes import ChangeFeed, WatchedKV
 from cloudfs.ufs.interface import ObjectStore
 
 VOLUME_PREFIX = b"V:"
@@ -66,6 +67,7 @@ class Volumes:
         self._clock = clock
         self._lock = threading.Lock()
         self._trees: dict[str, EmbeddedMeta] = {}
+        self._feeds: dict[str, ChangeFeed] = {}
 
     def create(self, spec: VolumeSpec) -> VolumeSpec:
         validate_volume_name(spec.name)
@@ -116,9 +118,16 @@ class Volumes:
                 tree = self._trees[name] = self._build(self.get(name))
             return tree
 
+    def feed(self, name: str) -> ChangeFeed:
+        """Where the volume's committed changes are published (for Watch)."""
+        self.tree(name)
+        with self._lock:
+            return self._feeds.setdefault(name, ChangeFeed())
+
     def _build(self, spec: VolumeSpec) -> EmbeddedMeta:
+        feed = self._feeds.setdefault(spec.name, ChangeFeed())
         return EmbeddedMeta(
-            PrefixedKV(self._engine, TREE_PREFIX + bytes.fromhex(spec.tree_id)),
+            WatchedKV(PrefixedKV(self._engine, TREE_PREFIX + bytes.fromhex(spec.tree_id)), feed),
             self._open_store(spec.ufs_uri),
             ttl=spec.meta_ttl,
             default_uid=spec.default_uid,

@@ -1,0 +1,142 @@
+"""Change feeds: which inodes and names a committed tree transaction touched, for watchers.
+
+Mounts of one volume cache attributes and names in their kernels. So that an
+``open`` in mount B sees what mount A just wrote and closed (close-to-open),
+the server tells every other mount what changed the moment it commits:
+``WatchedKV`` wraps a volume's engine, notes the keys each write transaction
+puts or deletes, and after the commit publishes them to the volume's
+``ChangeFeed`` as a ``Change``: inodes whose record changed (``I`` keys:
+size, times, ETag, mode...) and directory entries added or removed (``D``
+keys). A change carries the session that caused it (``origin``, set per
+request thread by the server), so its own mount can skip it.
+
+Subscribers get a bounded queue each; one that falls ``QUEUE_LIMIT`` changes
+behind is told it lost some (``Change.lost``) and starts over, instead of
+the server buffering without bound. A single server sees every write of its
+engine; with several servers on one etcd, each sees only its own (the
+others' mounts then fall back to their attribute TTL).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from cloudfs.meta.server import codec
+from cloudfs.meta.server.kv import KVEngine, KVTxn
+
+QUEUE_LIMIT = 10_000
+
+_origin = threading.local()
+
+
+@contextmanager
+def origin(session: str) -> Iterator[None]:
+    """Attribute the writes made by this thread in the block to ``session``."""
+    previous = getattr(_origin, "session", "")
+    _origin.session = session
+    try:
+        yield
+    finally:
+        _origin.session = previous
+
+
+@dataclass(frozen=True)
+class Change:
+    inodes: frozenset[int] = frozenset()
+    entries: frozenset[tuple[int, bytes]] = frozenset()  # (parent inode, name)
+    origin: str = ""
+    lost: bool = False  # the subscriber fell behind: changes were dropped before this one
+
+
+@dataclass
+class Subscription:
+    session: str
+    changes: queue.Queue[Change] = field(default_factory=lambda: queue.Queue(QUEUE_LIMIT))
+    lost: bool = False
+
+
+class ChangeFeed:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribers: list[Subscription] = []
+
+    def subscribe(self, session: str) -> Subscription:
+        sub = Subscription(session)
+        with self._lock:
+            self._subscribers.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subscribers:
+                self._subscribers.remove(sub)
+
+    def publish(self, change: Change) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for sub in subscribers:
+            if sub.session and sub.session == change.origin:
+                continue
+            try:
+                sub.changes.put_nowait(change)
+            except queue.Full:
+                sub.lost = True
+
+
+def change_of(keys: set[bytes]) -> Change | None:
+    """What a set of written tree keys means to a kernel cache (None: nothing)."""
+    inodes = {codec.from_u64(k[1:9]) for k in keys if k[:1] == b"I" and len(k) == 9}
+    entries = {(codec.from_u64(k[1:9]), k[9:]) for k in keys if k[:1] == b"D" and len(k) > 9}
+    if not inodes and not entries:
+        return None
+    return Change(frozenset(inodes), frozenset(entries), getattr(_origin, "session", ""))
+
+
+class _WatchedTxn:
+    def __init__(self, txn: KVTxn, written: set[bytes]) -> None:
+        self._txn = txn
+        self._written = written
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._txn.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value)
+        self._written.add(key)
+
+    def delete(self, key: bytes) -> None:
+        self._txn.delete(key)
+        self._written.add(key)
+
+    def scan(
+        self, prefix: bytes, start_after: bytes | None = None, limit: int | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._txn.scan(prefix, start_after, limit)
+
+
+class WatchedKV:
+    """``engine`` whose committed writes are published to ``feed``."""
+
+    def __init__(self, engine: KVEngine, feed: ChangeFeed) -> None:
+        self._engine = engine
+        self.feed = feed
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[KVTxn]:
+        if not write:
+            with self._engine.transaction(False) as txn:
+                yield txn
+            return
+        written: set[bytes] = set()
+        with self._engine.transaction(True) as txn:
+            yield _WatchedTxn(txn, written)
+        change = change_of(written)  # reached only when the transaction committed
+        if change is not None:
+            self.feed.publish(change)
+
+    def close(self) -> None:
+        self._engine.close()
