@@ -58,7 +58,13 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         ufs_uri = _volume_ufs(tree, config.tree_token)
         store = MeteredObjectStore(open_store(ufs_uri, config.s3), metrics)
         store.check()
-        meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token)
+        grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token)
+        try:
+            grpc_meta.start_session()
+        except FsError as e:
+            grpc_meta.close()
+            raise StartupError(f"cannot mount {tree.normalized}: {e}") from None
+        meta = grpc_meta
     else:
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
         store.check()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +28,10 @@ from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVIC
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0  # the server ends a session 60 s after its last heartbeat
 
 _RETRY_POLICY = {
     "maxAttempts": 5,
@@ -93,6 +99,29 @@ class GrpcMeta:
         self._metadata = (*auth, (SESSION_KEY, self.session))
         self._timeout = timeout
         self._listing_timeout = listing_timeout
+        self._closed = threading.Event()
+        self._heartbeats: threading.Thread | None = None
+
+    def start_session(self) -> None:
+        """Open this mount's session now (errors surface here) and keep it alive.
+
+        The server gives back the opens of a session that stops renewing (a
+        mount that died) ``SESSION_TTL`` after its last heartbeat.
+        """
+        self.heartbeat()
+        self._heartbeats = threading.Thread(target=self._renew, name="cloudfs-session", daemon=True)
+        self._heartbeats.start()
+
+    def heartbeat(self) -> None:
+        """Renew the session now (``start_session`` keeps doing it)."""
+        self._call("Heartbeat", pb.VolumeRef(volume=self._volume))
+
+    def _renew(self) -> None:
+        while not self._closed.wait(HEARTBEAT_SECONDS):
+            try:
+                self.heartbeat()
+            except FsError as exc:
+                log.warning("session heartbeat failed (%s); retrying", exc)
 
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
         timeout = self._listing_timeout if lists else self._timeout
@@ -234,4 +263,13 @@ class GrpcMeta:
             raise rpc_error(exc, "Watch", 0) from None
 
     def close(self) -> None:
+        """End the session (its opens are given back at once) and the connection."""
+        self._closed.set()
+        if self._heartbeats is not None:
+            try:
+                self._stub.EndSession(
+                    pb.VolumeRef(volume=self._volume), timeout=5.0, metadata=self._metadata
+                )
+            except grpc.RpcError as exc:  # it expires on its own
+                log.info("could not end the session: %s", exc)
         self._channel.close()

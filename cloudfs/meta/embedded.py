@@ -18,7 +18,15 @@ import time
 from collections.abc import Callable
 
 from cloudfs.config import MountConfig
-from cloudfs.meta.server import ops_attr, ops_create, ops_read, ops_remove, ops_rename, tree
+from cloudfs.meta.server import (
+    ops_attr,
+    ops_create,
+    ops_read,
+    ops_remove,
+    ops_rename,
+    ops_session,
+    tree,
+)
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv import KVEngine
 from cloudfs.meta.server.kv_lmdb import LmdbKV
@@ -42,6 +50,8 @@ class EmbeddedMeta:
         default_uid, default_gid, file_mode, dir_mode: owner and permission bits of
             what the UFS listing reveals (and of the root when the tree is new).
         clock: nanoseconds since the epoch; tests inject a fake one.
+        shared: served by the tree service to many mounts: open counts belong to
+            sessions (``ops_session``) and survive a restart of this process.
     """
 
     def __init__(
@@ -55,6 +65,7 @@ class EmbeddedMeta:
         file_mode: int = 0o644,
         dir_mode: int = 0o755,
         clock: Callable[[], int] = time.time_ns,
+        shared: bool = False,
     ) -> None:
         settings = TreeSettings(
             ttl_ns=ttl * 1e9,
@@ -66,7 +77,7 @@ class EmbeddedMeta:
         self._ctx = TreeContext(engine, store, settings, clock)
         self._ns_lock = threading.RLock()
         self._loader = DirectoryLoader(self._ctx, self._ns_lock)
-        init_volume(self._ctx)
+        init_volume(self._ctx, shared=shared)
 
     def _fresh_child_dir(self, parent: InodeId, name: bytes) -> None:
         """Make ``name`` fresh if it is a directory (rmdir and rename check its emptiness)."""
@@ -179,11 +190,22 @@ class EmbeddedMeta:
     def object_key(self, inode: InodeId) -> str:
         return ops_read.object_key(self._ctx, inode)
 
-    def open(self, inode: InodeId) -> Attr:
-        return ops_attr.open_inode(self._ctx, inode)
+    def open(self, inode: InodeId, session: str = "") -> Attr:
+        """``session``: the mount holding it, when the tree service serves this tree."""
+        return ops_attr.open_inode(self._ctx, inode, session)
 
-    def release(self, inode: InodeId) -> None:
-        ops_attr.release(self._ctx, inode)
+    def release(self, inode: InodeId, session: str = "") -> None:
+        ops_attr.release(self._ctx, inode, session)
+
+    def heartbeat(self, session: str) -> int:
+        """Open or renew a mount's session (see ``ops_session``); returns its expiry."""
+        return ops_session.heartbeat(self._ctx, session)
+
+    def end_session(self, session: str) -> None:
+        ops_session.end_session(self._ctx, session)
+
+    def expire_sessions(self) -> int:
+        return ops_session.expire_sessions(self._ctx)
 
     def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
         with self._ns_lock:

@@ -290,6 +290,12 @@ class Invalidation(_message.Message):
     lost: bool
     def __init__(self, inodes: _Optional[_Iterable[int]] = ..., entries: _Optional[_Iterable[_Union[EntryRef, _Mapping]]] = ..., lost: _Optional[bool] = ...) -> None: ...
 
+class HeartbeatReply(_message.Message):
+    __slots__ = ("expires_ns",)
+    EXPIRES_NS_FIELD_NUMBER: _ClassVar[int]
+    expires_ns: int
+    def __init__(self, expires_ns: _Optional[int] = ...) -> None: ...
+
 class Volume(_message.Message):
     __slots__ = ("name", "ufs_uri", "meta_ttl", "default_uid", "default_gid", "file_mode", "dir_mode", "created_ns")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -149,6 +149,16 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
                 _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/cloudfs.v1.MetaService/Heartbeat',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.HeartbeatReply.FromString,
+                _registered_method=True)
+        self.EndSession = channel.unary_unary(
+                '/cloudfs.v1.MetaService/EndSession',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
+                _registered_method=True)
         self.Watch = channel.unary_stream(
                 '/cloudfs.v1.MetaService/Watch',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
@@ -297,9 +307,24 @@ class MetaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Heartbeat(self, request, context):
+        """Sessions: every call of a mount carries the metadata "cloudfs-session: <id>".
+        Heartbeat opens or renews the session (it expires 60 s after the last one);
+        Open/Release count per session, so the opens of a mount that died are given
+        back when its session expires; EndSession gives them back at once (unmount).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
-        """Every call may carry the metadata "cloudfs-session: <id>"; Watch streams the
-        changes made by the other sessions of the volume, as they commit.
+        """Watch streams the changes made by the other sessions of the volume, as they commit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -422,6 +447,16 @@ def add_MetaServiceServicer_to_server(servicer, server):
                     servicer.CommitPending,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.HeartbeatReply.SerializeToString,
+            ),
+            'EndSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSession,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.Empty.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -1050,6 +1085,60 @@ class MetaService:
             '/cloudfs.v1.MetaService/CommitPending',
             cloudfs_dot_v1_dot_meta__pb2.CommitPendingRequest.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/Heartbeat',
+            cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.HeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/EndSession',
+            cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,11 +26,25 @@ R = ROOT_INODE
 FILE = stat.S_IFREG | 0o644
 
 
+class Clock:
+    """Real time, plus whatever a test skips ahead."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    def __call__(self) -> int:
+        return time.time_ns() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += int(seconds * 1e9)
+
+
 class Service:
     """An in-process server over LMDB whose volumes all list one memory store per URI."""
 
     def __init__(self, tmp: Path, token: str | None = None) -> None:
         self.stores: dict[str, MemoryObjectStore] = {}
+        self.clock = Clock()
         self.tmp = tmp
         self.token = token
         self.start()
@@ -38,7 +52,9 @@ class Service:
     def start(self, port: int = 0) -> None:
         self.engine = LmdbKV(str(self.tmp / "tree"))
         self.volumes = Volumes(
-            self.engine, lambda uri: self.stores.setdefault(uri, MemoryObjectStore())
+            self.engine,
+            lambda uri: self.stores.setdefault(uri, MemoryObjectStore()),
+            clock=self.clock,
         )
         self.server = TreeServer(self.volumes, f"127.0.0.1:{port}", token=self.token)
         self.server.start()
@@ -197,3 +213,38 @@ def test_the_cli_manages_volumes_of_a_served_tree(tmp_path: Path) -> None:
         missing = cli("volume", "info", "train", *auth)
         assert missing.returncode == 1 and "no volume 'train'" in missing.stderr
     assert parse_tree_uri(f"grpc://{server.address}/train").volume == "train"
+
+
+def test_a_dead_mounts_opens_are_given_back_when_its_session_expires(service: Service) -> None:
+    service.volume("v")
+    a, b = GrpcMeta(service.address, "v"), GrpcMeta(service.address, "v")
+    a.start_session()
+    b.start_session()
+    f = a.create(R, b"held", FILE, 0, 0).inode
+    a.open(f)
+    b.open(f)
+    b.unlink(R, b"held")
+    b.release(f)
+    assert b.getattr(f).nlink == 0  # unlinked, and still open in mount a
+    assert service.server.expire_sessions() == 0  # both sessions are alive
+    service.clock.advance(61)  # mount a died: no heartbeat for 61 s
+    b.heartbeat()  # b is alive
+    assert service.server.expire_sessions() == 1  # a's session ended...
+    with pytest.raises(errors.NotFound):
+        b.getattr(f)  # ...and the inode it alone held open was freed
+    b.close()
+    a.close()
+
+
+def test_an_unmount_ends_its_session_and_gives_back_its_opens(service: Service) -> None:
+    service.volume("v")
+    a, b = GrpcMeta(service.address, "v"), GrpcMeta(service.address, "v")
+    a.start_session()
+    f = a.create(R, b"tmp", FILE, 0, 0).inode
+    a.open(f)
+    a.unlink(R, b"tmp")
+    assert b.getattr(f).nlink == 0
+    a.close()  # ends the session
+    with pytest.raises(errors.NotFound):
+        b.getattr(f)
+    b.close()

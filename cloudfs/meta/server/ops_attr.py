@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from cloudfs.errors import AlreadyExists, FsError, InvalidArgument, IsADirectory, NoAttribute
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
-from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server import codec, ops_session, tree
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.types import NAME_MAX, Attr, AttrChanges
 
@@ -101,19 +101,24 @@ def removexattr(ctx: TreeContext, ino: int, name: bytes) -> None:
         tree.save(txn, ino, replace(rec, ctime_ns=now))
 
 
-def open_inode(ctx: TreeContext, ino: int) -> Attr:
+def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
+    """One more open of ``ino``, held by ``session`` ("" in the embedded tree)."""
     with ctx.kv.transaction(write=True) as txn:
         rec = tree.load(txn, ino)
         txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
+        if session:
+            ops_session.held(txn, session, ino, +1, ctx.clock())
         return tree.to_attr(ino, rec)
 
 
-def release(ctx: TreeContext, ino: int) -> None:
+def release(ctx: TreeContext, ino: int, session: str = "") -> None:
     with ctx.kv.transaction(write=True) as txn:
         count = tree.open_count(txn, ino)
         if count == 0:
             log.warning("release of inode %d that is not open", ino)
             return
+        if session:
+            ops_session.held(txn, session, ino, -1, ctx.clock())
         if count > 1:
             txn.put(codec.open_key(ino), codec.u64(count - 1))
             return

@@ -15,7 +15,10 @@ from cloudfs.meta.server.ufs_sync import new_record
 from cloudfs.types import ROOT_INODE
 
 
-def init_volume(ctx: TreeContext) -> None:
+def init_volume(ctx: TreeContext, *, shared: bool = False) -> None:
+    """Create the root if new. Unless ``shared`` (served to many mounts, whose
+    sessions outlive a server restart and expire on their own), forget every
+    open count and free the orphans: the one process that held them is gone."""
     now = ctx.clock()
     s = ctx.settings
     with ctx.kv.transaction(write=True) as txn:
@@ -25,6 +28,8 @@ def init_volume(ctx: TreeContext) -> None:
             tree.save(txn, ROOT_INODE, root)
             txn.put(codec.NEXT_INODE_KEY, codec.u64(tree.FIRST_FREE_INODE))
             txn.put(codec.INODE_COUNT_KEY, codec.u64(1))
+        if shared:
+            return
         for key, _ in list(txn.scan(codec.OPEN_PREFIX)):
             txn.delete(key)
         for key, _ in list(txn.scan(codec.ORPHAN_PREFIX)):

@@ -44,6 +44,11 @@ def origin(session: str) -> Iterator[None]:
         _origin.session = previous
 
 
+def current_session() -> str:
+    """The session of the call this thread serves ("" if none)."""
+    return str(getattr(_origin, "session", ""))
+
+
 @dataclass(frozen=True)
 class Change:
     inodes: frozenset[int] = frozenset()

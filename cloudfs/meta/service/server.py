@@ -19,6 +19,7 @@ import errno
 import hmac
 import logging
 import queue
+import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -124,8 +125,20 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
         pb.InodeRequest, lambda m, r: m.object_key(InodeId(r.inode)),
         lambda v: pb.StringReply(value=v),
     ),
-    "Open": (pb.InodeRequest, lambda m, r: m.open(InodeId(r.inode)), _attr),
-    "Release": (pb.InodeRequest, lambda m, r: m.release(InodeId(r.inode)), _empty),
+    "Open": (
+        pb.InodeRequest, lambda m, r: m.open(InodeId(r.inode), changes.current_session()), _attr,
+    ),
+    "Release": (
+        pb.InodeRequest, lambda m, r: m.release(InodeId(r.inode), changes.current_session()),
+        _empty,
+    ),
+    "Heartbeat": (
+        pb.VolumeRef, lambda m, r: m.heartbeat(changes.current_session()),
+        lambda v: pb.HeartbeatReply(expires_ns=v),
+    ),
+    "EndSession": (
+        pb.VolumeRef, lambda m, r: m.end_session(changes.current_session()), _empty,
+    ),
     "CommitUpload": (
         pb.CommitUploadRequest,
         lambda m, r: m.commit_upload(InodeId(r.inode), r.size, r.mtime_ns, r.etag),
@@ -140,7 +153,8 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
 
 
 SESSION_KEY = "cloudfs-session"
-HEARTBEAT_SECONDS = 10.0
+HEARTBEAT_SECONDS = 10.0  # Watch streams send one at least this often
+JANITOR_SECONDS = 10.0  # how often expired sessions are ended
 
 
 def volume_to_pb(v: VolumeSpec) -> pb.Volume:
@@ -185,15 +199,39 @@ class TreeServer:
                 grpc.method_handlers_generic_handler(VOLUME_SERVICE, self._volume_handlers()),
             )
         )
+        self._stopping = threading.Event()
+        self._janitor = threading.Thread(
+            target=self._expire_forever, name="session-janitor", daemon=True
+        )
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
 
     def start(self) -> None:
         self._server.start()
+        self._janitor.start()
 
     def stop(self, grace: float = 2.0) -> None:
+        self._stopping.set()
         self._server.stop(grace).wait()
+
+    def expire_sessions(self) -> int:
+        """End the sessions of every volume that stopped renewing; returns how many."""
+        ended = 0
+        for spec in self._volumes.list():
+            try:
+                ended += self._volumes.tree(spec.name).expire_sessions()
+            except FsError as exc:  # one volume's trouble must not stop the others'
+                log.warning("expiring sessions of volume %s: %s", spec.name, exc)
+        return ended
+
+    def _expire_forever(self) -> None:
+        while not self._stopping.wait(JANITOR_SECONDS):
+            try:
+                if ended := self.expire_sessions():
+                    log.info("ended %d expired sessions", ended)
+            except Exception:
+                log.exception("session janitor failed; trying again later")
 
     def wait(self) -> None:
         self._server.wait_for_termination()

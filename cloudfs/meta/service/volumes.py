@@ -135,6 +135,7 @@ class Volumes:
             file_mode=spec.file_mode,
             dir_mode=spec.dir_mode,
             clock=self._clock,
+            shared=True,
         )
 
     def close(self) -> None:
