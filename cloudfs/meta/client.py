@@ -227,8 +227,8 @@ class GrpcMeta:
         return cv.stats_from_pb(self._call("StatFs", pb.VolumeRef(volume=self._volume)).stats)
 
     def object_key(self, inode: InodeId) -> str:
-        value: str = self._call("ObjectKey", self._inode(inode)).value
-        return value
+        value: bytes = self._call("ObjectKey", self._inode(inode)).value
+        return value.decode("utf-8", "surrogateescape")
 
     def open(self, inode: InodeId) -> Attr:
         return self._attr("Open", self._inode(inode))

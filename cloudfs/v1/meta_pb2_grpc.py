@@ -127,7 +127,7 @@ class MetaServiceStub:
         self.ObjectKey = channel.unary_unary(
                 '/cloudfs.v1.MetaService/ObjectKey',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
-                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.StringReply.FromString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.BytesReply.FromString,
                 _registered_method=True)
         self.Open = channel.unary_unary(
                 '/cloudfs.v1.MetaService/Open',
@@ -278,7 +278,8 @@ class MetaServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ObjectKey(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The key as UTF-8 bytes; names that are not UTF-8 travel as surrogate escapes.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -426,7 +427,7 @@ def add_MetaServiceServicer_to_server(servicer, server):
             'ObjectKey': grpc.unary_unary_rpc_method_handler(
                     servicer.ObjectKey,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.FromString,
-                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.StringReply.SerializeToString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.BytesReply.SerializeToString,
             ),
             'Open': grpc.unary_unary_rpc_method_handler(
                     servicer.Open,
@@ -976,7 +977,7 @@ class MetaService:
             target,
             '/cloudfs.v1.MetaService/ObjectKey',
             cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
-            cloudfs_dot_v1_dot_meta__pb2.StringReply.FromString,
+            cloudfs_dot_v1_dot_meta__pb2.BytesReply.FromString,
             options,
             channel_credentials,
             insecure,

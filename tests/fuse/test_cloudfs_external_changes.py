@@ -6,13 +6,17 @@ import os
 import stat
 import time
 
+import pytest
+
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing
+from tests.support.mounts import VOLUME_PROPERTY, Backing
 
 TTL_WAIT = 1.5
 
 
 def test_ufs_changes_are_seen_after_the_ttl(backing: Backing, mount_factory: MountFactory) -> None:
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
     old = {
         "grow.txt": b"x" * 100,
         "same.bin": os.urandom(64 * 1024),
@@ -70,6 +74,8 @@ def test_lookup_of_a_name_added_behind_the_back(
     backing: Backing, mount_factory: MountFactory
 ) -> None:
     """Not only listing: a plain stat/open by name finds the new object after the TTL."""
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
     backing.write_object("a.txt", b"a")
     with mount_factory("--meta-ttl", "1") as m:
         assert os.listdir(m.root) == ["a.txt"]

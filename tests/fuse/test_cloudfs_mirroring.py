@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing, mounted
+from tests.support.mounts import VOLUME_PROPERTY, Backing, mounted
 
 FILES: dict[str, bytes] = {
     "top.txt": b"hello from the UFS\n",
@@ -92,6 +92,8 @@ def test_preexisting_tree_is_mirrored(
     file_mode: int,
     dir_mode: int,
 ) -> None:
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
     populate(backing)
     with mount_factory(*options) as m:
         root = str(m.root)
@@ -132,6 +134,8 @@ def test_s3_prefix_mount_shows_only_the_prefix(
     backing: Backing, mount_factory: MountFactory
 ) -> None:
     """s3://bucket/prefix (and file:///dir/sub) shows the keys under the prefix, prefix stripped."""
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
     backing.write_object("outside.txt", b"not visible")
     backing.write_object("data/inside.txt", b"visible")
     backing.write_object("data/sub/deeper.txt", b"deeper")

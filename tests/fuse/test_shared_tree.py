@@ -76,3 +76,19 @@ def test_one_namespace_for_tree_only_attributes(two_mounts: tuple[Mount, Mount])
     assert os.readlink(b.root / "link") == "target"
     assert os.getxattr(b.root / "target", "user.note") == b"shared"
     assert Path(b.root / "link").read_bytes() == b"t"
+
+
+def test_a_pending_write_back_files_size_is_visible_to_the_other_mount(
+    tree_server: TreeServer,
+) -> None:
+    data = world_traversable_tmpdir("cloudfs-ufs-")
+    backing = Backing(uri=tree_server.new_volume(f"file://{data}"), local_dir=data)
+    writer_options = [*SLOW_TTL, "--write-mode", "back", "--upload-delay", "600"]
+    try:
+        with mounted(backing, writer_options) as a, mounted(backing, SLOW_TTL) as b:
+            (a.root / "ckpt.bin").write_bytes(b"x" * 5000)
+            assert not (data / "ckpt.bin").exists()  # not uploaded yet
+            eventually(lambda: (b.root / "ckpt.bin").exists())
+            assert os.stat(b.root / "ckpt.bin").st_size == 5000
+    finally:
+        shutil.rmtree(data, ignore_errors=True)

@@ -17,6 +17,12 @@ from pathlib import Path
 
 from tests.support.servers import S3Server
 
+# Why a test of the mount's own listing options skips the "tree" backend.
+VOLUME_PROPERTY = (
+    "the listing TTL, default modes and prefix are properties of a tree-service volume "
+    "(cloudfs volume create), not of the mount"
+)
+
 
 @dataclass
 class Backing:
@@ -29,6 +35,11 @@ class Backing:
 
     def env(self) -> dict[str, str]:
         return self.s3.env() if self.s3 else dict(os.environ)
+
+    @property
+    def is_tree(self) -> bool:
+        """A volume of the tree service (a grpc:// URI over ``local_dir``)."""
+        return self.uri.startswith("grpc://")
 
     @functools.cached_property
     def client(self):  # type: ignore[no-untyped-def]

@@ -43,6 +43,11 @@ for _cls in vars(errors).values():  # the first class per errno: AccessDenied be
         _CLASSES.setdefault(_cls.errno, _cls)
 
 
+def printable(message: str) -> str:
+    """A status message gRPC can carry: names that are not UTF-8 shown as escapes."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def status_of(errno: int) -> grpc.StatusCode:
     return _STATUS.get(errno, grpc.StatusCode.UNKNOWN)
 

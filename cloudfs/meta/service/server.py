@@ -123,7 +123,7 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
     ),
     "ObjectKey": (
         pb.InodeRequest, lambda m, r: m.object_key(InodeId(r.inode)),
-        lambda v: pb.StringReply(value=v),
+        lambda v: pb.BytesReply(value=v.encode("utf-8", "surrogateescape")),
     ),
     "Open": (
         pb.InodeRequest, lambda m, r: m.open(InodeId(r.inode), changes.current_session()), _attr,
@@ -308,7 +308,7 @@ class TreeServer:
                 return handle(request, context)
             except FsError as exc:
                 context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
-                context.abort(cv.status_of(exc.errno), str(exc) or type(exc).__name__)
+                context.abort(cv.status_of(exc.errno), cv.printable(str(exc) or type(exc).__name__))
             except Exception:
                 log.exception("%s failed", name)
                 context.set_trailing_metadata(((cv.ERRNO_KEY, str(errno.EIO)),))
