@@ -93,6 +93,17 @@ class RemoteIOError(FsError):
     errno = _errno.EIO
 
 
+class TxnConflict(FsError):
+    """An optimistic KV transaction lost a race (the etcd engine): run it again.
+
+    Raised when a write transaction commits (or, rarely, when a snapshot read
+    finds its revision compacted). ``cloudfs.meta.server.kv_retry`` re-runs the
+    transaction's body; a caller that sees this error has run out of tries.
+    """
+
+    errno = _errno.EAGAIN
+
+
 class UfsAccessDenied(FsError):
     """The UFS refused our credentials (S3 403, HDFS permission denied)."""
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.meta_world import WORLD_KINDS, MetaWorld, make_world
+from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
+from tests.support.meta_world import WORLD_KINDS, MetaWorld, open_world
 from tests.support.servers import S3Server, running_s3_server
 
 _bucket_names = itertools.count()
@@ -29,9 +31,22 @@ def s3_bucket(s3_server: S3Server) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """One etcd member for the whole run (skipped without etcd, failed under CI);
+    tests keep apart by key prefix (``etcd_prefix``)."""
+    binary = require_etcd()
+    with running_etcd(tmp_path_factory.mktemp("etcd"), binary=binary) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def etcd_prefix() -> bytes:
+    """A key prefix no other test uses, for an ``EtcdKV`` on the shared etcd."""
+    return f"test-{uuid.uuid4().hex}/".encode()
+
+
 @pytest.fixture(params=WORLD_KINDS)
 def w(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
     """A Meta implementation over one engine and store (the Meta suites' fixture)."""
-    world = make_world(request.param, str(tmp_path))
-    yield world
-    world.meta.close()
+    yield from open_world(request, tmp_path)

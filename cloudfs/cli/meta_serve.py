@@ -69,9 +69,9 @@ def open_engine(uri: str) -> KVEngine:
         except Exception as e:
             raise StartupError(f"cannot open {uri}: {e}") from None
     if uri.startswith("etcd://"):
-        from cloudfs.meta.server import kv_etcd  # type: ignore[attr-defined]
+        from cloudfs.meta.server import kv_etcd
 
-        return kv_etcd.open_engine(uri)  # type: ignore[no-any-return]
+        return kv_etcd.open_engine(uri)
     raise UsageError(f"unknown engine '{uri}' (expected lmdb:///dir or etcd://host:port,...)")
 
 

@@ -1,7 +1,8 @@
 """The Meta protocol suite: EmbeddedMeta over every KV engine and UFS.
 
-Runs on MemoryKV and LmdbKV over the in-memory store, and on LMDB over
-``LocalObjectStore`` when that module exists. UFS effects are checked by
+Runs on MemoryKV, LmdbKV and EtcdKV (a real etcd, ``tests/support/etcd.py``)
+over the in-memory store, and on LMDB over ``LocalObjectStore`` when that
+module exists. UFS effects are checked by
 looking at the store directly. Mirroring details that need call counts live in
 ``tests/unit/test_meta_mirroring.py``.
 """
@@ -10,16 +11,23 @@ from __future__ import annotations
 
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from cloudfs import errors
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.types import ROOT_INODE, AttrChanges, InodeId
-from tests.support.meta_world import TTL, MetaWorld, mkfile
+from tests.support.meta_world import CONTRACT_WORLD_KINDS, TTL, MetaWorld, mkfile, open_world
 
 R = ROOT_INODE
+
+
+@pytest.fixture(params=CONTRACT_WORLD_KINDS)
+def w(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
+    """The Meta suites' worlds, and EmbeddedMeta over etcd (skipped when not installed)."""
+    yield from open_world(request, tmp_path)
 
 
 # -- reading what the UFS holds ----------------------------------------------

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from cloudfs.errors import NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
@@ -71,15 +74,19 @@ class MetaWorld:
 
 
 WORLD_KINDS = ["memory-kv", "lmdb-kv", "local-store"]
+# The Meta contract suite also runs over a real etcd (tests/support/etcd.py).
+CONTRACT_WORLD_KINDS = [*WORLD_KINDS, "etcd-kv"]
 
 
-def make_world(kind: str, tmp_dir: str) -> MetaWorld:
-    """A fresh tree of ``kind``: MemoryKV or LmdbKV over the memory store, or LMDB over
-    ``LocalObjectStore`` (skipped until ``cloudfs.ufs.local`` exists)."""
+def make_world(kind: str, tmp_dir: str, etcd_endpoints: list[str] | None = None) -> MetaWorld:
+    """A fresh tree of ``kind``: MemoryKV or LmdbKV over the memory store, LMDB over
+    ``LocalObjectStore`` (skipped until ``cloudfs.ufs.local`` exists), or EtcdKV
+    over the memory store, under a fresh key prefix of the etcd at ``etcd_endpoints``."""
     import os
+    import uuid
 
-    import pytest
-
+    from cloudfs.meta.server.kv import KVEngine
+    from cloudfs.meta.server.kv_etcd import EtcdKV
     from cloudfs.meta.server.kv_lmdb import LmdbKV
     from cloudfs.meta.server.kv_memory import MemoryKV
     from tests.support.memory_store import MemoryObjectStore
@@ -95,9 +102,17 @@ def make_world(kind: str, tmp_dir: str) -> MetaWorld:
         store = MemoryObjectStore()
     lmdb_dir = os.path.join(tmp_dir, "tree")
     memory = MemoryKV()
+    etcd_prefix = f"world-{uuid.uuid4().hex}/".encode()
 
     def make_meta() -> EmbeddedMeta:
-        engine = memory if kind == "memory-kv" else LmdbKV(lmdb_dir)
+        engine: KVEngine
+        if kind == "memory-kv":
+            engine = memory
+        elif kind == "etcd-kv":
+            assert etcd_endpoints is not None, "etcd-kv needs the etcd fixture's endpoints"
+            engine = EtcdKV(etcd_endpoints, etcd_prefix)
+        else:
+            engine = LmdbKV(lmdb_dir)
         return EmbeddedMeta(
             engine,
             store,
@@ -110,6 +125,18 @@ def make_world(kind: str, tmp_dir: str) -> MetaWorld:
         )
 
     return MetaWorld(make_meta(), store, clock, make_meta, persistent=kind != "memory-kv")
+
+
+def open_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaWorld]:
+    """For a fixture: the world of kind ``request.param``, closed afterwards.
+
+    "etcd-kv" starts (or reuses) the session's ``etcd`` fixture."""
+    endpoints = None
+    if request.param == "etcd-kv":
+        endpoints = request.getfixturevalue("etcd").endpoints
+    world = make_world(request.param, str(tmp_path), endpoints)
+    yield world
+    world.meta.close()
 
 
 def mkfile(w: MetaWorld, parent: InodeId, name: bytes, data: bytes | None = b"x") -> InodeId:

@@ -1,9 +1,9 @@
 """The small transactional key-value protocol every tree engine implements.
 
 Tree operations (``cloudfs.meta.server.tree`` and the ``ops_*`` modules) are
-written once over this protocol, like JuiceFS's ``tkv`` or 3FS's KV layer, so a
-new engine (LMDB today, etcd or TiKV later) only has to provide ordered keys and
-serializable transactions.
+written once over this protocol, like JuiceFS's ``tkv`` or 3FS's KV layer, so
+an engine (LMDB, etcd; TiKV or FoundationDB later) only has to provide ordered
+keys and serializable transactions.
 
 Semantics every engine guarantees (checked by ``tests/contract/test_kv.py``):
 
@@ -18,6 +18,11 @@ Semantics every engine guarantees (checked by ``tests/contract/test_kv.py``):
 * A transaction belongs to the thread that opened it, and a thread must not
   open a second transaction while one is open (engines may deadlock or raise).
 * Keys are at most 511 bytes (LMDB's limit); values are arbitrary bytes.
+* An engine with optimistic concurrency (etcd) may raise
+  ``cloudfs.errors.TxnConflict`` from a write transaction (at commit, after
+  which nothing of it is applied). Callers open write transactions through
+  ``kv_retry.write_txn``, which runs the body again; LMDB and the memory
+  engine never raise it.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from cloudfs.errors import RemoteIOError
 from cloudfs.meta.server import tree
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.locks import KeyedLocks
 from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
 
@@ -118,10 +119,11 @@ class DirectoryLoader:
                         changed = set(self._in_flight[ino])
                     if not final and (moved or self._key(ino) != key):
                         return False
-                    with self._ctx.kv.transaction(write=True) as txn:
-                        merge_listing(
-                            txn, ino, listing, self._ctx.clock(), self._ctx.settings, changed
-                        )
+                    now, settings = self._ctx.clock(), self._ctx.settings
+                    write_txn(
+                        self._ctx.kv,
+                        lambda txn: merge_listing(txn, ino, listing, now, settings, changed),
+                    )
                     return True
             finally:
                 with self._guard:

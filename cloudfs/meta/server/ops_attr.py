@@ -16,6 +16,8 @@ from cloudfs.errors import AlreadyExists, FsError, InvalidArgument, IsADirectory
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.meta.server import codec, ops_session, tree
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.types import NAME_MAX, Attr, AttrChanges
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,8 @@ XATTR_SIZE_MAX = 65536  # linux/limits.h
 
 def setattr(ctx: TreeContext, ino: int, changes: AttrChanges) -> Attr:
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         if changes.size is not None and tree.is_dir(rec):
             raise IsADirectory("cannot set the size of a directory")
@@ -46,6 +49,8 @@ def setattr(ctx: TreeContext, ino: int, changes: AttrChanges) -> Attr:
         )
         tree.save(txn, ino, rec)
         return tree.to_attr(ino, rec)
+
+    return write_txn(ctx.kv, apply)
 
 
 def _check_xattr_name(name: bytes) -> None:
@@ -72,7 +77,8 @@ def setxattr(ctx: TreeContext, ino: int, name: bytes, value: bytes, flags: int) 
     if flags & ~(XATTR_CREATE | XATTR_REPLACE):
         raise InvalidArgument(f"bad setxattr flags {flags:#x}")
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> None:
         rec = tree.load(txn, ino)
         present = txn.get(codec.xattr_key(ino, name)) is not None
         if flags & XATTR_CREATE and present:
@@ -81,6 +87,8 @@ def setxattr(ctx: TreeContext, ino: int, name: bytes, value: bytes, flags: int) 
             raise NoAttribute(f"no xattr {name!r}")
         txn.put(codec.xattr_key(ino, name), value)
         tree.save(txn, ino, replace(rec, ctime_ns=now))
+
+    write_txn(ctx.kv, apply)
 
 
 def listxattr(ctx: TreeContext, ino: int) -> list[bytes]:
@@ -93,26 +101,33 @@ def listxattr(ctx: TreeContext, ino: int) -> list[bytes]:
 def removexattr(ctx: TreeContext, ino: int, name: bytes) -> None:
     _check_xattr_name(name)
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> None:
         rec = tree.load(txn, ino)
         if txn.get(codec.xattr_key(ino, name)) is None:
             raise NoAttribute(f"no xattr {name!r}")
         txn.delete(codec.xattr_key(ino, name))
         tree.save(txn, ino, replace(rec, ctime_ns=now))
 
+    write_txn(ctx.kv, apply)
+
 
 def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
     """One more open of ``ino``, held by ``session`` ("" in the embedded tree)."""
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
         if session:
             ops_session.held(txn, session, ino, +1, ctx.clock())
         return tree.to_attr(ino, rec)
 
+    return write_txn(ctx.kv, apply)
+
 
 def release(ctx: TreeContext, ino: int, session: str = "") -> None:
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> None:
         count = tree.open_count(txn, ino)
         if count == 0:
             log.warning("release of inode %d that is not open", ino)
@@ -127,10 +142,13 @@ def release(ctx: TreeContext, ino: int, session: str = "") -> None:
         if rec is not None and rec.nlink == 0:
             tree.free_inode(txn, ino)
 
+    write_txn(ctx.kv, apply)
+
 
 def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: str) -> Attr:
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
@@ -140,6 +158,8 @@ def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: st
         tree.save(txn, ino, rec)
         return tree.to_attr(ino, rec)
 
+    return write_txn(ctx.kv, apply)
+
 
 def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr:
     """New bytes are durable in the write-back journal: record their size, keep the object.
@@ -148,10 +168,13 @@ def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr
     a rename or unlink must move or delete it until the upload replaces it.
     """
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
         rec = replace(rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag="", pending=True)
         tree.save(txn, ino, rec)
         return tree.to_attr(ino, rec)
+
+    return write_txn(ctx.kv, apply)

@@ -3,6 +3,7 @@
 Only ``mkdir`` reaches the UFS (a directory marker), before the tree changes;
 new files stay tree-only (etag "") until the data layer uploads them and calls
 ``commit_upload``. The caller (``EmbeddedMeta``) holds the namespace lock.
+Write transactions go through ``write_txn`` (re-run on a conflict, etcd).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cloudfs.meta.server import codec, tree
 from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.names import validate_name
 from cloudfs.meta.server.store_calls import call_store
 from cloudfs.types import Attr
@@ -37,6 +39,8 @@ def _check_free(txn: KVTxn, parent: int, name: bytes) -> None:
 
 
 def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) -> Attr:
+    """Add ``name`` in ``parent`` for a new inode ``rec`` (``AlreadyExists`` if taken)."""
+    _check_free(txn, parent, name)
     ino = tree.alloc_inodes(txn, 1)
     rec = replace(rec, parent=parent, name=name)
     tree.save(txn, ino, rec)
@@ -67,9 +71,7 @@ def create(
     if kind == stat.S_IFREG:  # its bytes will become an object under this key
         with ctx.kv.transaction(write=False) as txn:
             ctx.store.validate_key(tree.entry_key(txn, parent, name))
-    with ctx.kv.transaction(write=True) as txn:
-        _check_free(txn, parent, name)
-        return _insert(txn, parent, name, rec, now)
+    return write_txn(ctx.kv, lambda txn: _insert(txn, parent, name, rec, now))
 
 
 def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
@@ -93,9 +95,7 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
         loaded_at_ns=now,
         ufs=True,
     )
-    with ctx.kv.transaction(write=True) as txn:
-        _check_free(txn, parent, name)
-        return _insert(txn, parent, name, rec, now)
+    return write_txn(ctx.kv, lambda txn: _insert(txn, parent, name, rec, now))
 
 
 def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
@@ -117,17 +117,20 @@ def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int,
         mtime_ns=now,
         ctime_ns=now,
     )
-    with ctx.kv.transaction(write=True) as txn:
-        _check_free(txn, parent, name)
+
+    def insert(txn: KVTxn) -> Attr:
         attr = _insert(txn, parent, name, rec, now)
         txn.put(codec.symlink_key(attr.inode), target)
         return attr
+
+    return write_txn(ctx.kv, insert)
 
 
 def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
     validate_name(new_name)
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def add_link(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         if tree.is_dir(rec):
             raise NotPermitted("hard link to a directory")
@@ -142,3 +145,5 @@ def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
         tree.save(txn, ino, rec)
         tree.touch(txn, new_parent, now)
         return tree.to_attr(ino, rec)
+
+    return write_txn(ctx.kv, add_link)

@@ -5,7 +5,8 @@ primary name of a file that has other hard links moves the object to the key
 of the link that becomes primary (``tree.drop_name`` promotes the same one).
 If the UFS call fails the tree is untouched and the error propagates. The
 caller (``EmbeddedMeta``) holds the namespace lock, so what the read phase
-decided still holds in the write phase.
+decided still holds in the write phase. Only the write phase is re-run when
+its transaction conflicts (etcd, ``write_txn``): never the UFS call.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from cloudfs.errors import IsADirectory, NotADirectory, NotEmpty, NotFound
 from cloudfs.meta.server import tree
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.names import validate_name
 from cloudfs.meta.server.store_calls import call_store
 from cloudfs.types import Attr
@@ -42,10 +45,13 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
     elif delete is not None:
         call_store(ctx.store.delete, delete)
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def drop(txn: KVTxn) -> Attr:
         rec = tree.drop_name(txn, parent, name, ino, tree.load(txn, ino), now)
         tree.touch(txn, parent, now)
         return tree.to_attr(ino, rec)
+
+    return write_txn(ctx.kv, drop)
 
 
 def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
@@ -64,6 +70,9 @@ def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
     if rec.ufs:
         call_store(ctx.store.remove_dir, key)
     now = ctx.clock()
-    with ctx.kv.transaction(write=True) as txn:
+
+    def remove(txn: KVTxn) -> None:
         tree.remove_dir_entry(txn, parent, name, ino)
         tree.touch(txn, parent, now)
+
+    write_txn(ctx.kv, remove)

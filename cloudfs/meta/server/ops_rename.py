@@ -31,6 +31,7 @@ from cloudfs.meta.server import codec, tree
 from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.names import validate_name
 from cloudfs.meta.server.store_calls import call_store
 from cloudfs.ufs.interface import ObjectStore
@@ -178,6 +179,6 @@ def rename(
         return 0, None
     for step in plan.steps:
         step()
-    with ctx.kv.transaction(write=True) as txn:
-        _apply(txn, plan, old, new, bool(flags & RENAME_EXCHANGE), ctx.clock())
+    exchange, now = bool(flags & RENAME_EXCHANGE), ctx.clock()
+    write_txn(ctx.kv, lambda txn: _apply(txn, plan, old, new, exchange, now))
     return plan.src, plan.dst

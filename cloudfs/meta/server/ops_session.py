@@ -19,6 +19,7 @@ from cloudfs.errors import InvalidArgument
 from cloudfs.meta.server import codec, tree
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 
 SESSION_TTL_NS = 60 * 10**9
 MAX_SESSION = 64
@@ -49,8 +50,7 @@ def heartbeat(ctx: TreeContext, session: str) -> int:
     """Open or renew ``session``; returns its new expiry (ns)."""
     validate_session(session)
     expiry = ctx.clock() + SESSION_TTL_NS
-    with ctx.kv.transaction(write=True) as txn:
-        txn.put(_session_key(session), codec.u64(expiry))
+    write_txn(ctx.kv, lambda txn: txn.put(_session_key(session), codec.u64(expiry)))
     return expiry
 
 
@@ -83,20 +83,25 @@ def expire_sessions(ctx: TreeContext) -> int:
 
 def end_session(ctx: TreeContext, session: str) -> None:
     """Give back every open of ``session`` and forget it (a clean unmount, or expiry)."""
-    while True:
-        with ctx.kv.transaction(write=True) as txn:
-            held_keys = list(txn.scan(_held_prefix(session), limit=EXPIRE_BATCH))
-            for key, value in held_keys:
-                ino = codec.from_u64(key[-8:])
-                remaining = tree.open_count(txn, ino) - codec.from_u64(value)
-                txn.delete(key)
-                if remaining > 0:
-                    txn.put(codec.open_key(ino), codec.u64(remaining))
-                    continue
-                txn.delete(codec.open_key(ino))
-                rec = tree.find(txn, ino)
-                if rec is not None and rec.nlink == 0:
-                    tree.free_inode(txn, ino)
-            if len(held_keys) < EXPIRE_BATCH:
-                txn.delete(_session_key(session))
-                return
+
+    def give_back(txn: KVTxn) -> bool:
+        """One batch; True when the session is gone."""
+        held_keys = list(txn.scan(_held_prefix(session), limit=EXPIRE_BATCH))
+        for key, value in held_keys:
+            ino = codec.from_u64(key[-8:])
+            remaining = tree.open_count(txn, ino) - codec.from_u64(value)
+            txn.delete(key)
+            if remaining > 0:
+                txn.put(codec.open_key(ino), codec.u64(remaining))
+                continue
+            txn.delete(codec.open_key(ino))
+            rec = tree.find(txn, ino)
+            if rec is not None and rec.nlink == 0:
+                tree.free_inode(txn, ino)
+        if len(held_keys) < EXPIRE_BATCH:
+            txn.delete(_session_key(session))
+            return True
+        return False
+
+    while not write_txn(ctx.kv, give_back):
+        pass

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from cloudfs.meta.server import codec, tree
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.ufs_sync import new_record
 from cloudfs.types import ROOT_INODE
 
@@ -21,7 +23,8 @@ def init_volume(ctx: TreeContext, *, shared: bool = False) -> None:
     open count and free the orphans: the one process that held them is gone."""
     now = ctx.clock()
     s = ctx.settings
-    with ctx.kv.transaction(write=True) as txn:
+
+    def apply(txn: KVTxn) -> None:
         if tree.find(txn, ROOT_INODE) is None:
             # the root is the UFS root: a directory as a listing would reveal it
             root = new_record(None, 0, b"", now, s)
@@ -38,3 +41,5 @@ def init_volume(ctx: TreeContext, *, shared: bool = False) -> None:
             if rec is not None and rec.nlink == 0:
                 tree.free_inode(txn, ino)
             txn.delete(key)
+
+    write_txn(ctx.kv, apply)

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 
 from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.server.kv import KVEngine
+from cloudfs.meta.server.kv import KVEngine, KVTxn
 from cloudfs.meta.server.kv_prefixed import PrefixedKV
+from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.service.changes import ChangeFeed, WatchedKV
 from cloudfs.ufs.interface import ObjectStore
 
@@ -73,13 +74,16 @@ class Volumes:
         validate_volume_name(spec.name)
         self._open_store(spec.ufs_uri)  # a bad URI fails here, not at first mount
         key = VOLUME_PREFIX + spec.name.encode()
-        with self._engine.transaction(write=True) as txn:
+        created = VolumeSpec(
+            **{**asdict(spec), "created_ns": self._clock(), "tree_id": os.urandom(8).hex()}
+        )
+
+        def add(txn: KVTxn) -> None:
             if txn.get(key) is not None:
                 raise AlreadyExists(f"volume {spec.name!r} exists")
-            created = VolumeSpec(
-                **{**asdict(spec), "created_ns": self._clock(), "tree_id": os.urandom(8).hex()}
-            )
             txn.put(key, json.dumps(asdict(created)).encode())
+
+        write_txn(self._engine, add)
         return created
 
     def get(self, name: str) -> VolumeSpec:
@@ -100,15 +104,16 @@ class Volumes:
         if tree is not None:
             tree.close()
         prefix = TREE_PREFIX + bytes.fromhex(spec.tree_id)
-        while True:
-            with self._engine.transaction(write=True) as txn:
-                keys = [k for k, _ in txn.scan(prefix, limit=DELETE_BATCH)]
-                for k in keys:
-                    txn.delete(k)
-            if len(keys) < DELETE_BATCH:
-                break
-        with self._engine.transaction(write=True) as txn:
-            txn.delete(VOLUME_PREFIX + name.encode())
+
+        def delete_batch(txn: KVTxn) -> int:
+            keys = [k for k, _ in txn.scan(prefix, limit=DELETE_BATCH)]
+            for k in keys:
+                txn.delete(k)
+            return len(keys)
+
+        while write_txn(self._engine, delete_batch) == DELETE_BATCH:
+            pass
+        write_txn(self._engine, lambda txn: txn.delete(VOLUME_PREFIX + name.encode()))
 
     def tree(self, name: str) -> EmbeddedMeta:
         """The volume's tree operations (``NotFound`` for an unknown volume)."""

@@ -1,0 +1,202 @@
+"""The etcd KV engine: one tree shared by several stateless tree servers through etcd (Raft).
+
+Keys live under ``prefix`` (several volumes, test runs or clusters of tree
+servers share one etcd); scans never leave it. etcd is reached through its
+v3 JSON gateway (``etcd_gateway``), with endpoint failover: a 3-member
+cluster that loses one member keeps serving.
+
+Isolation. A read transaction reads at one revision: the first read's header
+revision, passed as ``revision`` to every later range request, so it sees one
+consistent snapshot. The first read is linearizable (it sees every commit
+before it); later ones are ``serializable`` (the member asked answers from its
+own copy of that revision, without asking the leader; a member that has not
+applied it yet says so and the read is repeated linearizably).
+
+A write transaction is optimistic: it reads at its snapshot revision S the
+same way and records what it saw (key -> ``mod_revision``, 0 when absent; for
+scans, the key ranges read); writes are buffered (``get`` and ``scan`` see
+them, merged in key order). Commit is one etcd Txn whose compares say that
+every key read still has the ``mod_revision`` seen (a deleted key fails too)
+and that no key in a scanned range has a ``mod_revision`` above S (a key
+created there fails), and whose success ops are the buffered puts and deletes.
+If a compare fails nothing is applied and ``TxnConflict`` (EAGAIN) is raised;
+``kv_retry.write_txn`` runs the body again. A write transaction that wrote
+nothing commits nothing: its snapshot reads were consistent. Repeated reads of
+a key come from the transaction's cache.
+
+A commit that fails after it may have reached etcd (a member died, a timeout)
+is sent again, to the next endpoint, with a failure branch that reads the keys
+it puts: if the compares fail and those keys hold exactly our values at one
+revision after S, the first send was applied and the commit succeeded. A
+commit that only deletes cannot be checked that way: ``RemoteIOError``. (A
+commit whose compares still hold after its own first send, one that read none
+of the keys it writes, may be applied twice: to the same values.)
+
+Server settings: etcd 3.4's defaults are too small. A tree operation is one
+etcd Txn, and a listing merge (``ufs_sync.merge_listing``) writes all the new
+entries of a directory in one transaction: 2 puts and about 250 bytes per
+entry (10,000 entries: 2.5 MB); refreshing a listed directory compares about
+2 keys per entry. etcd checks compares, success ops and failure ops each
+against ``--max-txn-ops`` (default 128) and the request against
+``--max-request-bytes`` (default 1.5 MiB). Splitting such a commit would show
+other servers half-merged directories, so it is not split; run etcd with::
+
+    --max-txn-ops=65536 --max-request-bytes=16777216
+    --auto-compaction-mode=periodic --auto-compaction-retention=1h
+
+which merges a directory of up to ~30,000 new entries in one commit. A bigger
+transaction fails whole with ``RemoteIOError`` naming the settings (a
+directory listed before keeps serving its last listing; one never listed
+answers EIO). Compaction keeps etcd's history bounded; a transaction whose
+snapshot was compacted away (it would have to outlive the retention) conflicts.
+
+Keys are at most 511 bytes (the protocol's limit, without ``prefix``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cloudfs.errors import RemoteIOError, StartupError, TxnConflict, UsageError
+from cloudfs.meta.server.etcd_gateway import (
+    INVALID_ARGUMENT,
+    OUT_OF_RANGE,
+    RESOURCE_EXHAUSTED,
+    EtcdError,
+    EtcdGateway,
+    OutcomeUnknown,
+    b64,
+    unb64,
+)
+from cloudfs.meta.server.etcd_txn import EtcdTxn
+
+log = logging.getLogger(__name__)
+
+COMMIT_SENDS = 8  # sends of one commit whose outcome stays unknown, ~3 s of pauses
+DEFAULT_PREFIX = b"cloudfs/"
+DEFAULT_TIMEOUT = 5.0  # seconds per HTTP request
+DEFAULT_RETRY_FOR = 10.0  # seconds of failover before RemoteIOError
+
+
+class EtcdKV:
+    """A ``KVEngine`` over the etcd cluster at ``endpoints`` (client URLs), under ``prefix``."""
+
+    def __init__(
+        self,
+        endpoints: list[str],
+        prefix: bytes = DEFAULT_PREFIX,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        retry_for: float = DEFAULT_RETRY_FOR,
+    ) -> None:
+        if not prefix:
+            raise ValueError("an empty prefix would share etcd's whole key space")
+        self.prefix = prefix
+        self._gateway = EtcdGateway(endpoints, timeout, retry_for)
+        self._closed = False
+
+    def call(self, path: str, body: dict[str, Any], *, idempotent: bool = True) -> Any:
+        """A gateway call with etcd's refusals turned into the protocol's errors."""
+        try:
+            return self._gateway.call(path, body, idempotent=idempotent)
+        except EtcdError as exc:
+            if exc.code == OUT_OF_RANGE and "compacted" in exc.detail:
+                raise TxnConflict(f"snapshot compacted away: {exc.detail}") from exc
+            too_big = exc.code == INVALID_ARGUMENT and (
+                "too many" in exc.detail or "large" in exc.detail
+            )
+            if too_big or exc.code == RESOURCE_EXHAUSTED:
+                log.error("etcd refused a transaction: %s (see cloudfs.meta.server.kv_etcd)", exc)
+                raise RemoteIOError(
+                    f"{exc}: raise etcd's --max-txn-ops / --max-request-bytes"
+                ) from exc
+            raise
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[EtcdTxn]:
+        if self._closed:
+            raise ValueError("engine is closed")
+        txn = EtcdTxn(self.call, self.prefix, write)
+        try:
+            yield txn
+        finally:
+            txn.active = False
+        body = txn.commit_request() if write else None
+        if body is not None:
+            self._commit(body, txn)
+
+    def _commit(self, body: dict[str, Any], txn: EtcdTxn) -> None:
+        """Send one commit; see the module docstring for what happens when its fate is unknown."""
+        unknown: OutcomeUnknown | None = None
+        for send in range(COMMIT_SENDS):
+            if send:
+                time.sleep(min(1.0, 0.05 * 2**send) * random.uniform(0.5, 1.0))
+            try:
+                answer = self.call("/v3/kv/txn", body, idempotent=False)
+            except OutcomeUnknown as exc:
+                unknown = exc
+                puts = [k for k, v in txn.writes.items() if v is not None]
+                body["failure"] = [{"request_range": {"key": b64(k)}} for k in puts]
+                continue
+            if answer.get("succeeded", False):
+                return
+            if unknown is None:
+                raise TxnConflict("etcd transaction conflicted")
+            if _applied(answer, txn):
+                return
+            if not body["failure"]:
+                raise RemoteIOError("etcd commit outcome unknown (a delete-only transaction)")
+            raise TxnConflict("etcd transaction conflicted (after a lost answer)")
+        raise RemoteIOError(f"etcd commit outcome unknown after {COMMIT_SENDS} sends") from unknown
+
+    def close(self) -> None:
+        self._closed = True
+        self._gateway.close()
+
+
+def _applied(answer: Any, txn: EtcdTxn) -> bool:
+    """Whether the failure branch's reads show every put of ``txn`` applied at one revision."""
+    puts = [v for v in txn.writes.values() if v is not None]
+    responses = answer.get("responses", [])
+    if not puts or len(responses) != len(puts):
+        return False
+    revisions = set()
+    for value, response in zip(puts, responses, strict=True):
+        kvs = response.get("response_range", {}).get("kvs", [])
+        if len(kvs) != 1 or unb64(kvs[0].get("value", "")) != value:
+            return False
+        revisions.add(int(kvs[0]["mod_revision"]))
+    return len(revisions) == 1 and revisions.pop() > txn.revision
+
+
+def open_engine(
+    uri: str, timeout: float = DEFAULT_TIMEOUT, retry_for: float = DEFAULT_RETRY_FOR
+) -> EtcdKV:
+    """The engine of ``etcd://host:port[,host:port...][/prefix]`` (prefix ``cloudfs/``).
+
+    Raises:
+        UsageError: a malformed URI.
+        StartupError: no endpoint answers a read.
+    """
+    url = urllib.parse.urlsplit(uri)
+    hosts = [h for h in url.netloc.split(",") if h]
+    if url.scheme != "etcd" or not hosts:
+        raise UsageError(f"expected etcd://host:port[,host:port...][/prefix], got '{uri}'")
+    prefix = urllib.parse.unquote_to_bytes(url.path.lstrip("/")) or DEFAULT_PREFIX
+    try:
+        engine = EtcdKV([f"http://{h}" for h in hosts], prefix, timeout, retry_for=retry_for)
+    except ValueError as e:
+        raise UsageError(f"bad engine '{uri}': {e}") from None
+    try:
+        with engine.transaction(write=False) as txn:
+            txn.get(b"")
+    except RemoteIOError as e:
+        engine.close()
+        raise StartupError(f"cannot reach etcd at {', '.join(hosts)}: {e}") from None
+    return engine

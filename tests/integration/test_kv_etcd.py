@@ -1,0 +1,262 @@
+"""The etcd engine against a real etcd: conflicts, phantoms, lost answers, failover, limits.
+
+The protocol's own suite runs on etcd too (tests/contract/test_kv.py); these
+are the properties only an optimistic, networked engine has.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudfs import errors
+from cloudfs.meta.server.kv_etcd import EtcdKV, open_engine
+from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.types import ROOT_INODE, InodeId
+from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
+from tests.support.meta_world import MetaWorld, make_world
+from tests.support.servers import free_port
+
+
+@pytest.fixture
+def kv(etcd: EtcdCluster, etcd_prefix: bytes) -> Iterator[EtcdKV]:
+    engine = EtcdKV(etcd.endpoints, etcd_prefix)
+    yield engine
+    engine.close()
+
+
+def put(kv: EtcdKV, key: bytes, value: bytes) -> None:
+    with kv.transaction(write=True) as txn:
+        txn.put(key, value)
+
+
+def get(kv: EtcdKV, key: bytes) -> bytes | None:
+    with kv.transaction(write=False) as txn:
+        return txn.get(key)
+
+
+def test_write_write_conflict_raises_for_the_loser(kv: EtcdKV) -> None:
+    put(kv, b"k", b"0")
+    both_read = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def writer(value: bytes) -> None:
+        try:
+            with kv.transaction(write=True) as txn:
+                txn.get(b"k")
+                both_read.wait(timeout=10)
+                txn.put(b"k", value)
+            outcomes.append("committed")
+        except errors.TxnConflict as exc:
+            assert exc.errno == 11  # EAGAIN
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=writer, args=(v,)) for v in (b"a", b"b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["committed", "conflict"]
+    assert get(kv, b"k") in (b"a", b"b")
+
+
+def test_write_txn_reruns_the_loser(kv: EtcdKV) -> None:
+    put(kv, b"n", b"0")
+    both_read = threading.Barrier(2)
+    runs: list[int] = []
+
+    def increment(txn: Any) -> None:
+        value = int(txn.get(b"n"))
+        runs.append(value)
+        if len(runs) <= 2:
+            both_read.wait(timeout=10)  # the first run of each thread reads the same value
+        txn.put(b"n", b"%d" % (value + 1))
+
+    threads = [threading.Thread(target=write_txn, args=(kv, increment)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert get(kv, b"n") == b"2"
+    assert sorted(runs) == [0, 0, 1]  # the loser ran again and saw the winner's write
+
+
+def scanned_then(kv: EtcdKV, other: Any, **scan: Any) -> None:
+    """Scan "d/" in a write txn, let ``other`` commit meanwhile, then write and commit."""
+    with kv.transaction(write=True) as txn:
+        list(txn.scan(b"d/", **scan))
+        other()
+        txn.put(b"result", b"x")
+
+
+def test_a_key_inserted_into_a_scanned_range_is_a_conflict(kv: EtcdKV) -> None:
+    put(kv, b"d/a", b"1")
+    with pytest.raises(errors.TxnConflict):
+        scanned_then(kv, lambda: put(kv, b"d/b", b"phantom"))
+    assert get(kv, b"result") is None
+
+
+def test_a_key_deleted_from_a_scanned_range_is_a_conflict(kv: EtcdKV) -> None:
+    put(kv, b"d/a", b"1")
+
+    def delete() -> None:
+        with kv.transaction(write=True) as txn:
+            txn.delete(b"d/a")
+
+    with pytest.raises(errors.TxnConflict):
+        scanned_then(kv, delete)
+
+
+def test_writes_outside_what_was_scanned_do_not_conflict(kv: EtcdKV) -> None:
+    put(kv, b"d/a", b"1")
+    put(kv, b"d/m", b"1")
+    scanned_then(kv, lambda: put(kv, b"e/x", b"elsewhere"))
+    # with limit=1 only [d/, d/a] was read: d/z is beyond it
+    scanned_then(kv, lambda: put(kv, b"d/z", b"later"), limit=1)
+    assert get(kv, b"result") == b"x"
+
+
+def test_prefixes_keep_engines_apart(etcd: EtcdCluster, kv: EtcdKV) -> None:
+    other = EtcdKV(etcd.endpoints, kv.prefix[:-1] + b"\xff")  # sorts right after kv's keys
+    try:
+        put(other, b"x", b"other")
+        put(kv, b"\xff\xff", b"mine")
+        with kv.transaction(write=False) as txn:
+            assert list(txn.scan(b"")) == [(b"\xff\xff", b"mine")]
+            assert txn.get(b"x") is None
+        with pytest.raises(ValueError):
+            put(kv, b"k" * 512, b"too long")
+    finally:
+        other.close()
+
+
+def lose_answers(kv: EtcdKV, monkeypatch: pytest.MonkeyPatch, applied: bool) -> list[str]:
+    """Make the next commit fail like a dead connection, after reaching etcd or before."""
+    gateway = kv._gateway
+    real = gateway._post
+    sent: list[str] = []
+
+    def post(index: int, path: str, data: bytes) -> Any:
+        sent.append(path)
+        if path == "/v3/kv/txn" and sent.count(path) == 1:
+            if applied:
+                real(index, path, data)
+            raise ConnectionResetError("injected: answer lost")
+        return real(index, path, data)
+
+    monkeypatch.setattr(gateway, "_post", post)
+    return sent
+
+
+@pytest.mark.parametrize("applied", [True, False])
+def test_a_commit_whose_answer_is_lost_succeeds_once(
+    kv: EtcdKV, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    sent = lose_answers(kv, monkeypatch, applied)
+    with kv.transaction(write=True) as txn:  # a create: fails if applied twice
+        assert txn.get(b"new") is None
+        txn.put(b"new", b"v")
+    assert sent.count("/v3/kv/txn") == 2
+    assert get(kv, b"new") == b"v"
+
+
+def test_a_dead_endpoint_is_skipped(etcd: EtcdCluster, etcd_prefix: bytes) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    kv = EtcdKV([dead, *etcd.endpoints], etcd_prefix, timeout=2)
+    try:
+        put(kv, b"k", b"v")
+        assert get(kv, b"k") == b"v"
+    finally:
+        kv.close()
+    nobody = EtcdKV([dead], etcd_prefix, timeout=1, retry_for=0.5)
+    with pytest.raises(errors.RemoteIOError, match="unreachable"):
+        get(nobody, b"k")
+
+
+def test_open_engine_uri(etcd: EtcdCluster) -> None:
+    hosts = ",".join(e.removeprefix("http://") for e in etcd.endpoints)
+    engine = open_engine(f"etcd://{hosts}/vol%2Fa/")
+    assert engine.prefix == b"vol/a/"
+    assert open_engine(f"etcd://{hosts}").prefix == b"cloudfs/"
+    with pytest.raises(errors.UsageError):
+        open_engine("etcd:///nohost")
+    with pytest.raises(errors.StartupError, match="cannot reach etcd"):
+        open_engine(f"etcd://127.0.0.1:{free_port()}", timeout=0.5, retry_for=0.5)
+
+
+def test_a_transaction_over_the_server_limit_fails_whole(kv: EtcdKV) -> None:
+    with (
+        pytest.raises(errors.RemoteIOError, match="max-txn-ops"),
+        kv.transaction(write=True) as txn,
+    ):
+        for i in range(65_537):  # tests/support/etcd.py: --max-txn-ops=65536
+            txn.put(b"many/%06d" % i, b"")
+    with kv.transaction(write=False) as txn:
+        assert list(txn.scan(b"many/", limit=1)) == []
+
+
+@pytest.fixture
+def big_dir(etcd: EtcdCluster, tmp_path: Path) -> Iterator[tuple[MetaWorld, InodeId]]:
+    """A tree over etcd whose directory "big" holds 10,000 objects, not listed yet."""
+    world = make_world("etcd-kv", str(tmp_path), etcd.endpoints)
+    for i in range(10_000):
+        world.store.put_bytes(f"big/{i:05d}.jpg", b"x")
+    yield world, world.meta.lookup(ROOT_INODE, b"big").inode
+    world.meta.close()
+
+
+def test_a_10000_entry_listing_merges_in_one_commit(big_dir: tuple[MetaWorld, InodeId]) -> None:
+    """20,000 puts, 2.5 MB: over etcd's defaults, within tests/support/etcd.py's limits."""
+    world, big = big_dir
+    first = world.meta.readdir(big, None, 100)  # lists and merges the directory
+    assert [e.name for e in first] == [b"%05d.jpg" % i for i in range(100)]
+    last = world.meta.readdir(big, b"09899.jpg", 1000)
+    assert [e.name for e in last] == [b"%05d.jpg" % i for i in range(9900, 10_000)]
+
+
+@pytest.mark.slow
+def test_refreshing_a_10000_entry_directory(big_dir: tuple[MetaWorld, InodeId]) -> None:
+    """A refresh reads every entry (10,000 gets) and commits ~20,000 compares."""
+    world, big = big_dir
+    world.meta.readdir(big, None, 1)
+    world.store.put_bytes("big/new.jpg", b"y")
+    world.expire()
+    assert world.meta.lookup(big, b"new.jpg").size == 1
+    assert world.meta.getattr(big).nlink == 2
+
+
+def leader_of(cluster: EtcdCluster) -> int:
+    for index, member in enumerate(cluster.members):
+        request = urllib.request.Request(
+            f"{member.client_url}/v3/maintenance/status", data=b"{}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            status = json.loads(resp.read())
+        if status["leader"] == status["header"]["member_id"]:
+            return index
+    raise AssertionError("no leader")
+
+
+def test_three_members_keep_serving_when_the_leader_dies(tmp_path: Path) -> None:
+    binary = require_etcd()
+    with running_etcd(tmp_path, members=3, binary=binary) as cluster:
+        kv = EtcdKV(cluster.endpoints, b"ha/", timeout=2, retry_for=15)
+        try:
+            put(kv, b"before", b"1")
+            leader = leader_of(cluster)
+            cluster.members[leader].kill()
+            start = time.monotonic()
+            put(kv, b"after", b"2")  # needs a new leader
+            write_txn(kv, lambda txn: txn.put(b"n", (txn.get(b"before") or b"") + b"!"))
+            assert get(kv, b"before") == b"1" and get(kv, b"after") == b"2"
+            assert get(kv, b"n") == b"1!"
+            assert time.monotonic() - start < 15
+        finally:
+            kv.close()
