@@ -178,7 +178,16 @@ def test_stream_takes_blocks_the_disk_tier_holds_from_disk(tmp_path: Path) -> No
     first = Rig(store, str(tmp_path), readahead=8)
     ref = first.ref("obj")
 
-    first.run(lambda reader: read_sequentially(reader, ref, data, step=BS // 2))
+    async def read_then_settle(reader: ObjectReader) -> None:
+        await read_sequentially(reader, ref, data, step=BS // 2)
+        # Disk writes run behind the reader and are dropped when it stops
+        # (a cache may lose its last blocks at unmount); let them land.
+        assert first.disk is not None
+        with trio.fail_after(30):
+            while first.disk.stats().blocks < 32:  # noqa: ASYNC110 (threads write them)
+                await trio.sleep(0.01)
+
+    first.run(read_then_settle)
     calls = dict(store.calls)
     second = Rig(store, str(tmp_path), readahead=8)  # a remount: empty memory, warm disk
     second.run(lambda reader: read_sequentially(reader, ref, data, step=BS // 2))
