@@ -8,4 +8,8 @@
 - ``suite``: the sequence of passes for one system, and the origin's ceiling;
 - ``eviction``: CloudFS with a cache half the size of the data set, per cache policy;
 - ``report``: medians, ratios and target verdicts into ``benchmarks/RESULTS.md``.
+
+``benchmarks/writes.py`` (issue 5, writes through a latency proxy) uses ``systems``,
+``host`` and ``workloads.run_pass`` too, with its own ``writesuite``, ``writeload``,
+``objects`` (checking the bucket) and ``writereport`` (``benchmarks/RESULTS-writes.md``).
 """

@@ -116,15 +116,21 @@ def main() -> int:
 
 
 def run_pass(
-    spec: dict[str, Any], timeout: float, on_timeout: Callable[[], None] | None = None
+    spec: dict[str, Any],
+    timeout: float,
+    on_timeout: Callable[[], None] | None = None,
+    module: str = "bench.workloads",
 ) -> dict[str, Any]:
-    """Run one pass in a child process; raise PassFailed on an error or past ``timeout``."""
+    """Run one pass in a child process; raise PassFailed on an error or past ``timeout``.
+
+    ``module`` is the child's ``python3 -m`` module (``bench.writeload`` for the write passes).
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = str(BENCH_DIR) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.workloads"],
+        [sys.executable, "-m", module],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
