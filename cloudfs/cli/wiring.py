@@ -100,7 +100,12 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     vfs.files.space.wait = config.write.staging_wait
     writeback = WritebackControl(uploader, config.write.drain_timeout)
     ops = CloudFsOperations(
-        vfs, metrics, timeout=config.meta_ttl, block_size=config.cache.block_size
+        vfs,
+        metrics,
+        timeout=config.meta_ttl,
+        block_size=config.cache.block_size,
+        # a tree service pushes new names (Invalidator); a local tree answers at once
+        negative_timeout=0.0 if meta.local_reads else config.meta_ttl,
     )
     options = session.mount_options(
         config.ufs_uri,

@@ -36,12 +36,24 @@ class CloudFsOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, vfs: Vfs, metrics: Metrics, *, timeout: float, block_size: int) -> None:
+    def __init__(
+        self,
+        vfs: Vfs,
+        metrics: Metrics,
+        *,
+        timeout: float,
+        block_size: int,
+        negative_timeout: float = 0.0,
+    ) -> None:
+        """``timeout``: how long the kernel keeps names and attributes;
+        ``negative_timeout``: how long it remembers that a name does not exist (0: not at
+        all; a tree-service mount, whose server pushes new names, sets it)."""
         super().__init__()
         self._vfs = vfs
         self._metrics = metrics
         self._timeout = timeout
         self._block_size = block_size
+        self._negative_timeout = negative_timeout
 
     async def _run(self, op: str, work: Awaitable[T]) -> T:
         start = time.perf_counter()
@@ -73,7 +85,15 @@ class CloudFsOperations(pyfuse3.Operations):
     async def lookup(
         self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        return await self._entry_of("lookup", self._vfs.lookup(InodeId(parent_inode), name))
+        try:
+            return await self._entry_of("lookup", self._vfs.lookup(InodeId(parent_inode), name))
+        except FUSEError as e:
+            if e.errno != errno.ENOENT or not self._negative_timeout:
+                raise
+        missing = pyfuse3.EntryAttributes()  # inode 0: the kernel caches "no such name"
+        missing.st_ino = pyfuse3.InodeT(0)
+        missing.entry_timeout = self._negative_timeout
+        return missing
 
     async def forget(self, inode_list: Sequence[tuple[pyfuse3.InodeT, int]]) -> None:
         # Inodes live in the tree, not in this process: nothing to drop.

@@ -6,14 +6,14 @@ operation reads or changes them (``DirectoryLoader``), and serializes
 namespace changes (create, mkdir, symlink, link, unlink, rmdir, rename,
 commit_upload) with one namespace lock, so that the UFS call made between an
 operation's read and write transactions acts on a namespace nobody else
-changes meanwhile. Reads (lookup, getattr, readdir) and attribute updates
+changes meanwhile (over etcd, the lock is shared by every tree server:
+``ns_lock``). Reads (lookup, getattr, readdir) and attribute updates
 never wait for that lock. The price: namespace changes in one process run one
 at a time, including their UFS round trip. Training workloads mostly read.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -32,6 +32,7 @@ from cloudfs.meta.server.kv import KVEngine
 from cloudfs.meta.server.kv_lmdb import LmdbKV
 from cloudfs.meta.server.loader import DirectoryLoader
 from cloudfs.meta.server.names import validate_name
+from cloudfs.meta.server.ns_lock import Mutex, NamespaceLock
 from cloudfs.meta.server.ops_volume import init_volume
 from cloudfs.meta.server.settings import TreeSettings
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
@@ -52,6 +53,8 @@ class EmbeddedMeta:
         clock: nanoseconds since the epoch; tests inject a fake one.
         shared: served by the tree service to many mounts: open counts belong to
             sessions (``ops_session``) and survive a restart of this process.
+        ns_mutex: the engine's cross-server lock of this tree (``SharedKV.mutex``),
+            when other tree servers change it too.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class EmbeddedMeta:
         dir_mode: int = 0o755,
         clock: Callable[[], int] = time.time_ns,
         shared: bool = False,
+        ns_mutex: Mutex | None = None,
     ) -> None:
         settings = TreeSettings(
             ttl_ns=ttl * 1e9,
@@ -75,7 +79,7 @@ class EmbeddedMeta:
             dir_mode=dir_mode,
         )
         self._ctx = TreeContext(engine, store, settings, clock)
-        self._ns_lock = threading.RLock()
+        self._ns_lock = NamespaceLock(ns_mutex)
         self._loader = DirectoryLoader(self._ctx, self._ns_lock)
         init_volume(self._ctx, shared=shared)
 

@@ -38,6 +38,8 @@ _FLAG_PENDING = 2
 
 NEXT_INODE_KEY = b"C:next_inode"
 INODE_COUNT_KEY = b"C:inode_count"
+NS_LOCK_KEY = b"C:ns_lock"  # shared engines: the tree's cross-server namespace lock
+ORIGIN_KEY = b"C:origin"  # shared engines: the session that made the last change
 OPEN_PREFIX = b"O"
 ORPHAN_PREFIX = b"P"
 

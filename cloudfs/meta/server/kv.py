@@ -29,7 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from cloudfs.meta.server.ns_lock import Mutex
 
 
 class KVTxn(Protocol):
@@ -59,4 +63,39 @@ class KVEngine(Protocol):
 
     def close(self) -> None:
         """Flush and release the engine; no transaction may be opened afterwards."""
+        ...
+
+
+@runtime_checkable
+class SharedKV(KVEngine, Protocol):
+    """An engine several tree servers use at once (etcd): it also coordinates them.
+
+    ``mutex`` gives the cross-server namespace lock of one tree
+    (``ns_lock.NamespaceLock``); ``watch`` streams every server's committed
+    changes, so each server can tell its mounts what the others changed.
+    """
+
+    def mutex(self, key: bytes) -> Mutex:
+        """The lock stored at ``key``."""
+        ...
+
+    def watch(self, key: bytes, end: bytes) -> Watch:
+        """The committed changes to keys in [``key``, ``end``) from now on."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    key: bytes  # relative to the engine (without its own prefix)
+    value: bytes | None  # None: deleted
+    revision: int  # the commit's; the events of one commit share it
+
+
+class Watch(Protocol):
+    def __iter__(self) -> Iterator[list[WatchEvent] | None]:
+        """Batches of events, one revision never split; ``None``: some were lost."""
+        ...
+
+    def close(self) -> None:
+        """Stop the iteration (from any thread)."""
         ...

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -74,7 +75,9 @@ from cloudfs.meta.server.etcd_gateway import (
     b64,
     unb64,
 )
+from cloudfs.meta.server.etcd_lock import EtcdMutex
 from cloudfs.meta.server.etcd_txn import EtcdTxn
+from cloudfs.meta.server.etcd_watch import EtcdWatch
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,8 @@ class EtcdKV:
             raise ValueError("an empty prefix would share etcd's whole key space")
         self.prefix = prefix
         self._gateway = EtcdGateway(endpoints, timeout, retry_for)
+        self._timeout = timeout
+        self._fences = threading.local()  # (lock key, token) while this thread holds a mutex
         self._closed = False
 
     def call(self, path: str, body: dict[str, Any], *, idempotent: bool = True) -> Any:
@@ -123,7 +128,10 @@ class EtcdKV:
         if self._closed:
             raise ValueError("engine is closed")
         txn = EtcdTxn(self.call, self.prefix, write)
+        fence: tuple[bytes, bytes] | None = getattr(self._fences, "held", None)
         try:
+            if write and fence is not None:
+                _check_fence(txn, *fence)
             yield txn
         finally:
             txn.active = False
@@ -155,9 +163,35 @@ class EtcdKV:
             raise TxnConflict("etcd transaction conflicted (after a lost answer)")
         raise RemoteIOError(f"etcd commit outcome unknown after {COMMIT_SENDS} sends") from unknown
 
+    def mutex(self, key: bytes) -> EtcdMutex:
+        """A lock at ``key`` that the tree servers sharing this etcd take in turn."""
+        return EtcdMutex(self, key)
+
+    def fence(self, key: bytes, token: bytes | None) -> None:
+        """While set (``EtcdMutex`` holds ``key``), this thread's write transactions
+        commit only if ``key`` still holds ``token``; ``None`` clears it."""
+        self._fences.held = None if token is None else (key, token)
+
+    def watch(self, key: bytes, end: bytes) -> EtcdWatch:
+        """The changes to keys in [``key``, ``end``) (relative to the prefix) from now on."""
+        return EtcdWatch(
+            self._gateway.endpoints,
+            self.prefix + key,
+            self.prefix + end,
+            self._timeout,
+            strip=len(self.prefix),
+        )
+
     def close(self) -> None:
         self._closed = True
         self._gateway.close()
+
+
+def _check_fence(txn: EtcdTxn, key: bytes, token: bytes) -> None:
+    """Read the lock ``key`` in ``txn`` (so its commit compares it) and check it is ours."""
+    value = txn.get(key)
+    if value is None or value.split(b":", 1)[0] != token:
+        raise RemoteIOError(f"this tree server lost the namespace lock {key!r} (held too long?)")
 
 
 def _applied(answer: Any, txn: EtcdTxn) -> bool:

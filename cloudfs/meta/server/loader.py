@@ -27,6 +27,7 @@ from cloudfs.meta.server import tree
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.locks import KeyedLocks
+from cloudfs.meta.server.ns_lock import NamespaceLock
 from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
 
 OPTIMISTIC_TRIES = 2
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class DirectoryLoader:
-    def __init__(self, ctx: TreeContext, ns_lock: threading.RLock) -> None:
+    def __init__(self, ctx: TreeContext, ns_lock: NamespaceLock) -> None:
         self._ctx = ctx
         self._ns_lock = ns_lock
         self._dir_locks = KeyedLocks()

@@ -12,9 +12,13 @@ request thread by the server), so its own mount can skip it.
 
 Subscribers get a bounded queue each; one that falls ``QUEUE_LIMIT`` changes
 behind is told it lost some (``Change.lost``) and starts over, instead of
-the server buffering without bound. A single server sees every write of its
-engine; with several servers on one etcd, each sees only its own (the
-others' mounts then fall back to their attribute TTL).
+the server buffering without bound.
+
+A single server sees every write of its engine. Several servers on one etcd
+each see only their own, so there ``WatchedKV`` publishes nothing itself: it
+writes the origin session into each changing transaction (``codec.ORIGIN_KEY``),
+and every server learns every commit, with its origin, from etcd's watch
+(``change_pump``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from cloudfs.meta.server import codec
@@ -91,14 +95,23 @@ class ChangeFeed:
             except queue.Full:
                 sub.lost = True
 
+    def lose(self) -> None:
+        """Tell every subscriber that changes were lost (it forgets what it cached)."""
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for sub in subscribers:
+            sub.lost = True
+            with suppress(queue.Full):
+                sub.changes.put_nowait(Change())
 
-def change_of(keys: set[bytes]) -> Change | None:
+
+def change_of(keys: set[bytes], origin: str) -> Change | None:
     """What a set of written tree keys means to a kernel cache (None: nothing)."""
     inodes = {codec.from_u64(k[1:9]) for k in keys if k[:1] == b"I" and len(k) == 9}
     entries = {(codec.from_u64(k[1:9]), k[9:]) for k in keys if k[:1] == b"D" and len(k) > 9}
     if not inodes and not entries:
         return None
-    return Change(frozenset(inodes), frozenset(entries), getattr(_origin, "session", ""))
+    return Change(frozenset(inodes), frozenset(entries), origin)
 
 
 class _WatchedTxn:
@@ -124,11 +137,16 @@ class _WatchedTxn:
 
 
 class WatchedKV:
-    """``engine`` whose committed writes are published to ``feed``."""
+    """``engine`` whose committed writes are published to ``feed``.
 
-    def __init__(self, engine: KVEngine, feed: ChangeFeed) -> None:
+    ``shared``: other servers write the engine too; publish nothing here, but
+    record the origin in each changing transaction for ``change_pump``.
+    """
+
+    def __init__(self, engine: KVEngine, feed: ChangeFeed, *, shared: bool = False) -> None:
         self._engine = engine
         self.feed = feed
+        self._shared = shared
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[KVTxn]:
@@ -137,10 +155,13 @@ class WatchedKV:
                 yield txn
             return
         written: set[bytes] = set()
+        session = current_session()
         with self._engine.transaction(True) as txn:
             yield _WatchedTxn(txn, written)
-        change = change_of(written)  # reached only when the transaction committed
-        if change is not None:
+            if self._shared and change_of(written, session) is not None:
+                txn.put(codec.ORIGIN_KEY, session.encode())
+        change = change_of(written, session)  # reached only when the transaction committed
+        if change is not None and not self._shared:
             self.feed.publish(change)
 
     def close(self) -> None:

@@ -9,6 +9,10 @@ share a server and its engine without sharing inodes.
 
 Deleting a volume deletes its tree in batches, then its record; the UFS keeps
 every object. Thread-safe.
+
+Over a shared engine (etcd, several tree servers), each tree takes the
+engine's cross-server namespace lock (``ns_lock``), and a ``ChangePump``
+brings the other servers' commits to this server's change feeds.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from dataclasses import asdict, dataclass
 
 from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.server.kv import KVEngine, KVTxn
+from cloudfs.meta.server import codec
+from cloudfs.meta.server.kv import KVEngine, KVTxn, SharedKV
 from cloudfs.meta.server.kv_prefixed import PrefixedKV
 from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.service.change_pump import ChangePump
 from cloudfs.meta.service.changes import ChangeFeed, WatchedKV
 from cloudfs.ufs.interface import ObjectStore
 
@@ -69,6 +75,11 @@ class Volumes:
         self._lock = threading.Lock()
         self._trees: dict[str, EmbeddedMeta] = {}
         self._feeds: dict[str, ChangeFeed] = {}
+        self._tree_feeds: dict[bytes, ChangeFeed] = {}  # by tree id, for the pump
+        self._pump: ChangePump | None = None
+        if isinstance(engine, SharedKV):
+            self._pump = ChangePump(engine, TREE_PREFIX, self._tree_feeds.get, self._every_feed)
+            self._pump.start()
 
     def create(self, spec: VolumeSpec) -> VolumeSpec:
         validate_volume_name(spec.name)
@@ -129,10 +140,19 @@ class Volumes:
         with self._lock:
             return self._feeds.setdefault(name, ChangeFeed())
 
+    def _every_feed(self) -> tuple[ChangeFeed, ...]:
+        with self._lock:
+            return tuple(self._feeds.values())
+
     def _build(self, spec: VolumeSpec) -> EmbeddedMeta:
         feed = self._feeds.setdefault(spec.name, ChangeFeed())
+        tree_id = bytes.fromhex(spec.tree_id)
+        self._tree_feeds[tree_id] = feed
+        prefix = TREE_PREFIX + tree_id
+        engine = self._engine
+        mutex = engine.mutex(prefix + codec.NS_LOCK_KEY) if isinstance(engine, SharedKV) else None
         return EmbeddedMeta(
-            WatchedKV(PrefixedKV(self._engine, TREE_PREFIX + bytes.fromhex(spec.tree_id)), feed),
+            WatchedKV(PrefixedKV(engine, prefix), feed, shared=mutex is not None),
             self._open_store(spec.ufs_uri),
             ttl=spec.meta_ttl,
             default_uid=spec.default_uid,
@@ -141,9 +161,12 @@ class Volumes:
             dir_mode=spec.dir_mode,
             clock=self._clock,
             shared=True,
+            ns_mutex=mutex,
         )
 
     def close(self) -> None:
+        if self._pump is not None:
+            self._pump.close()
         with self._lock:
             trees, self._trees = list(self._trees.values()), {}
         for tree in trees:
