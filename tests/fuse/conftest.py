@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.etcd import require_etcd, running_etcd
 from tests.support.mounts import (
     Backing,
     MntBacking,
@@ -29,13 +30,16 @@ from tests.support.mounts import (
     world_traversable_tmpdir,
 )
 from tests.support.servers import S3Server
+from tests.support.tree_compare import assert_same_tree
 from tests.support.tree_server import TreeServer, running_tree_server
 
 PLAIN = os.environ.get("CLOUDFS_TEST_PLAIN") == "1"
 BACKENDS = ["plain"] if PLAIN else ["local", "s3"]
 # The POSIX suite (the shared ``mnt``) also runs on "tree": a local directory whose
-# tree is served by a real tree service, mounted as grpc://. Tests with a mount of
-# their own (``backing``) test the mount's own machinery on the first two.
+# tree is served by two tree servers over a 3-member etcd; the test's mount goes
+# through the first, and after each test a second mount, through the second
+# server, must show the same tree. Tests with a mount of their own (``backing``)
+# test the mount's own machinery on the first two.
 SHARED_BACKENDS = ["plain"] if PLAIN else [*BACKENDS, "tree"]
 
 MountFactory = Callable[..., AbstractContextManager[Mount]]
@@ -54,8 +58,10 @@ def _make_backing(kind: str, request: pytest.FixtureRequest) -> Backing:
         data = world_traversable_tmpdir("cloudfs-ufs-")
         request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
         if kind == "tree":
-            server: TreeServer = request.getfixturevalue("tree_server")
-            return Backing(uri=server.new_volume(f"file://{data}"), local_dir=data)
+            first, second = request.getfixturevalue("tree_cluster")
+            uri = first.new_volume(f"file://{data}")
+            peer = uri.replace(first.address, second.address, 1)
+            return Backing(uri=uri, local_dir=data, peer_uri=peer)
         return Backing(uri=f"file://{data}", local_dir=data)
     s3: S3Server = request.getfixturevalue("s3_server")
     bucket = f"fuse-{os.getpid()}-{next(_buckets)}"
@@ -70,20 +76,43 @@ def tree_server() -> Iterator[TreeServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def tree_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[TreeServer, TreeServer]]:
+    """Two tree servers (``cloudfs meta serve``) sharing a 3-member etcd on loopback."""
+    binary = require_etcd()
+    with running_etcd(tmp_path_factory.mktemp("etcd3"), members=3, binary=binary) as etcd:
+        hosts = ",".join(e.removeprefix("http://") for e in etcd.endpoints)
+        engine = f"etcd://{hosts}/fuse-suite"
+        with running_tree_server(engine) as first, running_tree_server(engine) as second:
+            yield first, second
+
+
 @pytest.fixture(scope="module", params=SHARED_BACKENDS)
 def shared_backing(request: pytest.FixtureRequest) -> Backing:
     return _make_backing(request.param, request)
 
 
 @pytest.fixture(scope="module")
-def shared_mount_root(shared_backing: Backing) -> Iterator[Path]:
+def shared_mounts(shared_backing: Backing) -> Iterator[tuple[Path, Path | None]]:
+    """The module's mount, and a second mount of it through another tree server (if any)."""
     if PLAIN:
         assert shared_backing.local_dir is not None
-        yield shared_backing.local_dir
+        yield shared_backing.local_dir, None
         return
     _require_fuse()
     with mounted(shared_backing) as m:
-        yield m.root
+        if shared_backing.peer_uri is None:
+            yield m.root, None
+            return
+        with mounted(shared_backing.peer()) as peer:
+            yield m.root, peer.root
+
+
+@pytest.fixture(scope="module")
+def shared_mount_root(shared_mounts: tuple[Path, Path | None]) -> Path:
+    return shared_mounts[0]
 
 
 @pytest.fixture
@@ -101,12 +130,17 @@ def ufs_kind(shared_backing: Backing) -> str:
 
 
 @pytest.fixture
-def mnt(shared_mount_root: Path) -> Path:
-    """A new empty directory (mode 0755, root's) in the module's mount."""
-    path = shared_mount_root / f"t{next(_subdirs)}"
+def mnt(shared_mounts: tuple[Path, Path | None]) -> Iterator[Path]:
+    """A new empty directory (mode 0755, root's) in the module's mount; afterwards, a
+    second mount of the volume (through another tree server) must show what it holds."""
+    root, peer = shared_mounts
+    name = f"t{next(_subdirs)}"
+    path = root / name
     path.mkdir()
     path.chmod(0o755)
-    return path
+    yield path
+    if peer is not None and path.exists():
+        assert_same_tree(path, peer / name)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -6,8 +6,11 @@ other's changes right away comes from the server's change stream.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,3 +95,26 @@ def test_a_pending_write_back_files_size_is_visible_to_the_other_mount(
             assert os.stat(b.root / "ckpt.bin").st_size == 5000
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+def _lookups(mount: Mount) -> int:
+    result = subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return int(json.loads(result.stdout)["fuse"]["ops"].get("lookup", 0))
+
+
+def test_a_missing_name_is_cached_until_the_other_mount_creates_it(
+    two_mounts: tuple[Mount, Mount],
+) -> None:
+    a, b = two_mounts
+    assert not (b.root / "later.txt").exists()
+    before = _lookups(b)
+    assert before > 0  # that first lookup reached the mount
+    for _ in range(20):
+        assert not (b.root / "later.txt").exists()
+    assert _lookups(b) == before, "the kernel answered from its negative entry"
+    (a.root / "later.txt").write_bytes(b"here")  # the server pushes the new name to B
+    eventually(lambda: (b.root / "later.txt").exists())
+    assert (b.root / "later.txt").read_bytes() == b"here"

@@ -32,6 +32,12 @@ class Backing:
     local_dir: Path | None = None
     s3: S3Server | None = None
     bucket: str | None = None
+    peer_uri: str | None = None  # the same volume through a second tree server
+
+    def peer(self) -> Backing:
+        """This volume as the second tree server serves it."""
+        assert self.peer_uri is not None
+        return Backing(self.peer_uri, self.local_dir, self.s3, self.bucket)
 
     def env(self) -> dict[str, str]:
         return self.s3.env() if self.s3 else dict(os.environ)
