@@ -20,6 +20,7 @@ import hmac
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -153,6 +154,7 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
 
 
 SESSION_KEY = "cloudfs-session"
+WATCH_POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 10.0  # Watch streams send one at least this often
 JANITOR_SECONDS = 10.0  # how often expired sessions are ended
 
@@ -268,13 +270,17 @@ class TreeServer:
             context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
             context.abort(cv.status_of(exc.errno), str(exc))
         sub = feed.subscribe(request.session)
+        quiet_since = time.monotonic()
         try:
-            while context.is_active():
-                try:
-                    change = sub.changes.get(timeout=HEARTBEAT_SECONDS)
+            while context.is_active() and not self._stopping.is_set():
+                try:  # short waits: a stopping server ends its streams at once
+                    change = sub.changes.get(timeout=WATCH_POLL_SECONDS)
                 except queue.Empty:
-                    yield pb.Invalidation()  # a heartbeat: a dead client shows up here
+                    if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
+                        quiet_since = time.monotonic()
+                        yield pb.Invalidation()  # a heartbeat: a dead client shows up here
                     continue
+                quiet_since = time.monotonic()
                 lost, sub.lost = sub.lost, False
                 yield pb.Invalidation(
                     inodes=sorted(change.inodes),

@@ -1,0 +1,1 @@
+"""The CSI v1 protocol (generated stubs in csi.v1)."""

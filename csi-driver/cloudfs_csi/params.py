@@ -1,0 +1,67 @@
+"""StorageClass parameters of dynamically provisioned volumes.
+
+    server    HOST:PORT of the directory-tree service (required)
+    ufsUri    where the volumes' data lives: s3://bucket/prefix, hdfs://..., file:///dir (required)
+    subPath   "true" (default): each volume gets its own UFS_URI/<volume name>;
+              "false": every volume of the class is a tree over ufsUri itself
+    metaTtl, uid, gid, fileMode, dirMode: the tree-service volume's listing TTL and
+              the owner and modes of UFS objects that have none in the tree
+
+Keys under ``csi.storage.k8s.io/`` (the provisioner's own) are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cloudfs.cli.sizes import parse_mode, parse_seconds
+from cloudfs.errors import FsError, UsageError
+from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.ufs.factory import validate_uri
+from cloudfs_csi.errors import InvalidArgument
+
+PROVISIONER_PREFIX = "csi.storage.k8s.io/"
+KNOWN = frozenset({"server", "ufsUri", "subPath", "metaTtl", "uid", "gid", "fileMode", "dirMode"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionParams:
+    server: str
+    ufs_uri: str
+    sub_path: bool = True
+    meta_ttl: float = 5.0
+    uid: int = 0
+    gid: int = 0
+    file_mode: int = 0o644
+    dir_mode: int = 0o755
+
+    def ufs_for(self, volume_name: str) -> str:
+        return f"{self.ufs_uri.rstrip('/')}/{volume_name}" if self.sub_path else self.ufs_uri
+
+
+def parse(parameters: dict[str, str]) -> ProvisionParams:
+    params = {k: v for k, v in parameters.items() if not k.startswith(PROVISIONER_PREFIX)}
+    unknown = sorted(set(params) - KNOWN)
+    if unknown:
+        raise InvalidArgument(f"unknown StorageClass parameters {unknown}; known: {sorted(KNOWN)}")
+    for key in ("server", "ufsUri"):
+        if not params.get(key):
+            raise InvalidArgument(f"StorageClass parameter {key!r} is required")
+    try:
+        parse_tree_uri(f"grpc://{params['server']}/probe")
+        validate_uri(params["ufsUri"])
+        sub_path = params.get("subPath", "true").lower()
+        if sub_path not in ("true", "false"):
+            raise UsageError("subPath must be true or false")
+        return ProvisionParams(
+            server=params["server"],
+            ufs_uri=params["ufsUri"],
+            sub_path=sub_path == "true",
+            meta_ttl=parse_seconds(params.get("metaTtl", "5")),
+            uid=int(params.get("uid", "0")),
+            gid=int(params.get("gid", "0")),
+            file_mode=parse_mode(params.get("fileMode", "0644")),
+            dir_mode=parse_mode(params.get("dirMode", "0755")),
+        )
+    except (UsageError, FsError, ValueError) as exc:
+        raise InvalidArgument(f"bad StorageClass parameters: {exc}") from None

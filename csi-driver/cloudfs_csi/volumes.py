@@ -1,0 +1,67 @@
+"""Which UFS a volume is, from its id and context; its secrets split by use.
+
+A volume's URI is its context's ``uri`` (set by CreateVolume, or by a static
+PersistentVolume's ``volumeAttributes``), or else the volume id itself when it
+is a URI (``volumeHandle: s3://bucket/prefix``). Anything else is an unknown
+volume (NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+from cloudfs.errors import FsError, UsageError
+from cloudfs.meta.remote import VolumeClient, is_tree_uri, parse_tree_uri
+from cloudfs.ufs.factory import validate_uri
+from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
+
+log = logging.getLogger(__name__)
+
+CONTEXT_URI = "uri"
+TOKEN_KEYS = ("token", "CLOUDFS_META_TOKEN")
+_ENV_KEY = re.compile(r"^(AWS|HADOOP|ARROW|CLOUDFS)_[A-Z0-9_]+$")
+TREE_TIMEOUT = 15.0
+
+
+def volume_uri(volume_id: str, context: dict[str, str]) -> str:
+    uri = context.get(CONTEXT_URI) or (volume_id if "://" in volume_id else "")
+    if not uri:
+        raise NotFound(f"unknown volume {volume_id!r}: its volume context names no uri")
+    try:
+        if is_tree_uri(uri):
+            parse_tree_uri(uri)
+        else:
+            validate_uri(uri)
+    except (UsageError, FsError) as exc:
+        raise InvalidArgument(f"volume {volume_id!r}: {exc}") from None
+    return uri
+
+
+def split_secrets(secrets: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """(environment of the FUSE process, tree-service token) from a volume's secrets."""
+    token = next((secrets[k] for k in TOKEN_KEYS if secrets.get(k)), None)
+    env = {k: v for k, v in secrets.items() if _ENV_KEY.match(k) and k not in TOKEN_KEYS}
+    ignored = sorted(set(secrets) - set(env) - set(TOKEN_KEYS))
+    if ignored:
+        log.warning("ignoring secret keys %s (only token, AWS_*, HADOOP_* are used)", ignored)
+    return env, token
+
+
+def check_exists(volume_id: str, uri: str, token: str | None) -> None:
+    """NOT_FOUND when the volume's tree-service volume or local directory does not exist.
+
+    S3 and HDFS volumes are not looked at here: their mount reports what fails.
+    """
+    if is_tree_uri(uri):
+        tree = parse_tree_uri(uri)
+        client = VolumeClient(tree.address, token=token, timeout=TREE_TIMEOUT)
+        try:
+            client.get(tree.volume)
+        except FsError as exc:
+            raise from_cloudfs(exc, f"volume {volume_id!r}") from None
+        finally:
+            client.close()
+    elif uri.startswith("file://") and not os.path.isdir(uri[len("file://") :]):
+        raise NotFound(f"volume {volume_id!r}: {uri} is not a directory")
