@@ -174,3 +174,24 @@ def test_lmdb_persists_across_reopen(tmp_path: Path) -> None:
     with kv.transaction(write=False) as txn:
         assert txn.get(b"x") == b"1"
     kv.close()
+
+
+def test_get_many_reads_like_get_and_sees_own_writes(engine: KVEngine) -> None:
+    fill(engine, {b"m%03d" % i: b"v%d" % i for i in range(300)})  # more than one batch
+    keys = [b"m%03d" % i for i in range(0, 300, 2)] + [b"absent", b"m000"]
+    with engine.transaction(write=False) as txn:
+        assert txn.get_many(keys) == [txn.get(k) for k in keys]
+        assert txn.get_many([]) == []
+    with engine.transaction(write=True) as txn:
+        txn.put(b"m001", b"new")
+        txn.delete(b"m002")
+        assert txn.get_many([b"m001", b"m002", b"m003"]) == [b"new", None, b"v3"]
+
+
+def test_get_many_reads_one_snapshot(engine: KVEngine) -> None:
+    fill(engine, {b"s1": b"old", b"s2": b"old"})
+    with engine.transaction(write=False) as txn:
+        assert txn.get(b"s1") == b"old"  # the snapshot starts here
+        if isinstance(engine, EtcdKV):  # only etcd lets another writer in meanwhile
+            fill(engine, {b"s2": b"new"})
+        assert txn.get_many([b"s2"]) == [b"old"]

@@ -17,6 +17,7 @@ from cloudfs.meta.server.etcd_gateway import OUT_OF_RANGE, EtcdError, b64, unb64
 
 KEY_MAX = 511
 PAGE = 1000  # keys per range request of a scan
+MANY = 128  # range reads per Txn of get_many (etcd's default --max-txn-ops)
 
 Call = Callable[[str, dict[str, Any]], Any]
 
@@ -93,6 +94,31 @@ class EtcdTxn:
             if not pairs:
                 self.seen[full] = (None, 0)
         return self.seen[full][0]
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys``: those not read yet come in Txns of ``MANY`` range reads
+        each (one round trip per ``MANY`` keys, at the snapshot revision)."""
+        self._check()
+        for key in keys:
+            self._check(key)
+        fulls = [self._prefix + k for k in keys]
+        wanted = [f for f in dict.fromkeys(fulls) if f not in self.writes and f not in self.seen]
+        for i in range(0, len(wanted), MANY):
+            self._read_many(wanted[i : i + MANY])
+        return [self.writes[f] if f in self.writes else self.seen[f][0] for f in fulls]
+
+    def _read_many(self, fulls: list[bytes]) -> None:
+        at = {"revision": str(self.revision)} if self.revision else {}
+        ops = [{"request_range": {"key": b64(f), **at}} for f in fulls]
+        answer = self._call("/v3/kv/txn", {"success": ops})
+        if not self.revision:  # the first read of this transaction: its snapshot
+            self.revision = int(answer["header"]["revision"])
+        for full, response in zip(fulls, answer.get("responses", []), strict=True):
+            kvs = response.get("response_range", {}).get("kvs", [])
+            if kvs:
+                self.seen[full] = (unb64(kvs[0].get("value", "")), int(kvs[0]["mod_revision"]))
+            else:
+                self.seen[full] = (None, 0)
 
     def put(self, key: bytes, value: bytes) -> None:
         self._check(key, writing=True)

@@ -41,6 +41,10 @@ class KVTxn(Protocol):
         """The value of ``key``, or ``None`` when absent."""
         ...
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """``[get(k) for k in keys]``, in one round trip where the engine is remote."""
+        ...
+
     def put(self, key: bytes, value: bytes) -> None:
         """Insert or replace ``key`` (write transactions only)."""
         ...

@@ -35,6 +35,9 @@ class _LmdbTxn:
         value = self._txn.get(key)
         return None if value is None else bytes(value)
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return [self.get(k) for k in keys]
+
     def put(self, key: bytes, value: bytes) -> None:
         if not self._write:
             raise ValueError("write in a read-only transaction")

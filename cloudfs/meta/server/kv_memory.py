@@ -31,6 +31,9 @@ class _MemoryTxn:
         self._check()
         return self._kv._data.get(key)
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return [self.get(k) for k in keys]
+
     def put(self, key: bytes, value: bytes) -> None:
         self._check(writing=True)
         self._undo.setdefault(key, self._kv._data.get(key))

@@ -23,6 +23,9 @@ class _PrefixedTxn:
     def get(self, key: bytes) -> bytes | None:
         return self._txn.get(self._prefix + key)
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._txn.get_many([self._prefix + k for k in keys])
+
     def put(self, key: bytes, value: bytes) -> None:
         self._txn.put(self._prefix + key, value)
 

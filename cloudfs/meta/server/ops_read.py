@@ -33,12 +33,13 @@ def readdir(ctx: TreeContext, ino: int, after: bytes | None, limit: int) -> list
         return []
     with ctx.kv.transaction(write=False) as txn:
         tree.load_dir(txn, ino)
-        entries = []
-        for name, child in tree.children(txn, ino, after, limit):
-            rec = tree.find(txn, child)
-            if rec is not None:
-                entries.append(DirEntry(name, tree.to_attr(child, rec)))
-        return entries
+        names = list(tree.children(txn, ino, after, limit))
+        records = tree.find_many(txn, [child for _, child in names])
+        return [
+            DirEntry(name, tree.to_attr(child, rec))
+            for (name, child), rec in zip(names, records, strict=True)
+            if rec is not None
+        ]
 
 
 def readlink(ctx: TreeContext, ino: int) -> bytes:

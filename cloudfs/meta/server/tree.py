@@ -25,6 +25,12 @@ def find(txn: KVTxn, ino: int) -> InodeRecord | None:
     return None if data is None else codec.decode_inode(data)
 
 
+def find_many(txn: KVTxn, inos: list[int]) -> list[InodeRecord | None]:
+    """``find`` of each of ``inos``, in one engine round trip where it can."""
+    found = txn.get_many([codec.inode_key(ino) for ino in inos])
+    return [None if data is None else codec.decode_inode(data) for data in found]
+
+
 def load(txn: KVTxn, ino: int) -> InodeRecord:
     rec = find(txn, ino)
     if rec is None:

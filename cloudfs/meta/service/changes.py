@@ -122,6 +122,9 @@ class _WatchedTxn:
     def get(self, key: bytes) -> bytes | None:
         return self._txn.get(key)
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._txn.get_many(keys)
+
     def put(self, key: bytes, value: bytes) -> None:
         self._txn.put(key, value)
         self._written.add(key)
