@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 PiB = 1 << 50
 _DELETE_BATCH = 1000  # the DeleteObjects maximum
 _RENAME_WORKERS = 16
+UPLOAD_THREADS = 8  # parts of one multipart upload sent at once
 
 
 def _mtime_ns(value: datetime) -> int:
@@ -295,8 +296,9 @@ class S3ObjectStore:
         return cast(BinaryIO, S3ReadStream(resp["Body"], key, skip=skip))
 
     def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
-        """One PutObject below the multipart threshold; above it a managed multipart
-        upload (resumable from ``resume``, see ``s3_resumable.py``), then HEAD for the ETag.
+        """One PutObject below the multipart threshold; above it a multipart upload
+        (resumable from the state file ``resume``, see ``s3_resumable.py``), then HEAD
+        for the ETag.
 
         After a multipart upload a concurrent writer of the same key may win
         before the HEAD; the returned info then describes its object, which is
@@ -310,13 +312,10 @@ class S3ObjectStore:
                     resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
                 return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag", "")))
             with translating(key):
-                if resume is not None:
-                    s3_resumable.upload(
-                        self._client, self._bucket, full, path, resume,
-                        self._config.multipart_chunksize,
-                    )  # fmt: skip
-                else:
-                    self._client.upload_file(path, self._bucket, full, Config=self._transfer)
+                s3_resumable.upload(
+                    self._client, self._bucket, full, path, resume,
+                    self._config.multipart_chunksize, threads=UPLOAD_THREADS,
+                )  # fmt: skip
         except OSError as err:
             raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
         return self.head(key)

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from cloudfs.config import S3Config
-from cloudfs.errors import RemoteIOError
+from cloudfs.errors import FsError, RemoteIOError
 from cloudfs.ufs.s3 import S3ObjectStore
 from tests.support.servers import S3Server
 
@@ -112,3 +112,40 @@ def test_a_rewritten_file_does_not_reuse_old_parts(
     assert sorted(calls) == [1, 2, 3, 4, 5]
     held = s3_server.client().get_object(Bucket=s3_bucket, Key="ckpt.bin")["Body"].read()
     assert held == big_file.read_bytes()
+
+
+def test_a_complete_whose_answer_was_lost_is_not_an_error(
+    s3_server: S3Server, s3_bucket: str, big_file: Path
+) -> None:
+    """S3 assembled the object but the answer timed out; the retry finds no upload."""
+    store = store_for(s3_server, s3_bucket)
+    client: Any = store._client
+    real = client.complete_multipart_upload
+
+    def complete_then_lose_the_answer(**kwargs: Any) -> Any:
+        real(**kwargs)
+        return real(**kwargs)  # the retry: NoSuchUpload
+
+    client.complete_multipart_upload = complete_then_lose_the_answer
+    info = store.put_file("ckpt.bin", str(big_file))  # no state file: write-through
+    held = s3_server.client().get_object(Bucket=s3_bucket, Key="ckpt.bin")["Body"].read()
+    assert held == big_file.read_bytes() and info.size == len(held)
+
+
+def test_a_vanished_upload_whose_object_is_not_ours_fails(
+    s3_server: S3Server, s3_bucket: str, big_file: Path
+) -> None:
+    store = store_for(s3_server, s3_bucket)
+    client: Any = store._client
+    real = client.complete_multipart_upload
+
+    def someone_else_won(**kwargs: Any) -> Any:
+        client.abort_multipart_upload(
+            Bucket=kwargs["Bucket"], Key=kwargs["Key"], UploadId=kwargs["UploadId"]
+        )
+        client.put_object(Bucket=kwargs["Bucket"], Key=kwargs["Key"], Body=b"other")
+        return real(**kwargs)
+
+    client.complete_multipart_upload = someone_else_won
+    with pytest.raises(FsError):
+        store.put_file("ckpt.bin", str(big_file))
