@@ -1,20 +1,19 @@
 """A mutex in etcd shared by tree servers, with fencing, so a late holder cannot write.
 
 The lock is one key: absent when free; ``<token>:<expiry ns>`` while held.
-Taking it is an ordinary optimistic transaction of the engine: read the key,
-and if it is free (absent, or past its expiry: its holder died) put our
-value; two servers racing both read it free, and the second commit conflicts.
-A holder that dies leaves the key behind; it is free again ``hold_for``
-seconds later. That bound is on wall clocks, so servers' clocks should agree
-to well under it (NTP does).
+Taking it is one etcd Txn: "if the key does not exist, put our value; else
+read it". When the value read is past its expiry (its holder died), a second
+Txn takes it over if it is still that value. A holder that dies leaves the
+key behind; it is free again ``hold_for`` seconds later. That bound is on wall
+clocks, so servers' clocks should agree to well under it (NTP does).
+Releasing is one Txn: "if the key is still the one we put, delete it".
 
 Expiry alone would let a holder that stalled past it (a long GC pause, a UFS
 call timing out) write after someone else took the lock. So while a thread
-holds it, every write transaction it commits on the engine first reads the
-lock key and checks our token (``EtcdKV`` does this, ``fence``): the key's
-``mod_revision`` becomes one of the commit's compares, and a commit after the
-lock changed hands conflicts, then fails with ``RemoteIOError`` instead of
-writing.
+holds it, every write transaction it commits on the engine also compares the
+lock key's ``mod_revision`` with the one our put created (``Fence``; it costs
+no round trip): a commit after the lock changed hands fails, and fails with
+``RemoteIOError`` instead of writing.
 
 Waiting is polling with jittered, doubling pauses (1 ms up to 50 ms): a tree
 change holds the lock for a few etcd round trips, unless it calls the UFS.
@@ -27,9 +26,11 @@ import os
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from cloudfs.errors import RemoteIOError, TxnConflict
+from cloudfs.errors import RemoteIOError
+from cloudfs.meta.server.etcd_gateway import b64, unb64
 
 if TYPE_CHECKING:
     from cloudfs.meta.server.kv_etcd import EtcdKV
@@ -41,8 +42,13 @@ WAIT_FOR = 30.0  # seconds an acquire waits before EIO
 PAUSE_FIRST, PAUSE_MAX = 0.001, 0.05
 
 
-class _Held(Exception):
-    """Someone else holds the lock."""
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lock key as its holder left it (``EtcdKV.fence``)."""
+
+    key: bytes  # relative to the engine's prefix
+    value: bytes
+    mod_revision: int
 
 
 class EtcdMutex:
@@ -59,46 +65,68 @@ class EtcdMutex:
     ) -> None:
         self._kv = kv
         self.key = key
+        self._full = b64(kv.prefix + key)
         self._hold_ns = int(hold_for * 1e9)
         self._wait_for = wait_for
         self._clock = clock
-        self._token = b""
+        self._held: Fence | None = None
 
     def acquire(self) -> None:
         token = os.urandom(8).hex().encode()
         deadline = time.monotonic() + self._wait_for
         pause = PAUSE_FIRST
-        while True:
-            try:
-                self._take(token)
-                break
-            except (_Held, TxnConflict):
-                if time.monotonic() > deadline:
-                    raise RemoteIOError(
-                        f"the namespace lock {self.key!r} stayed held for {self._wait_for:.0f} s"
-                    ) from None
-                time.sleep(random.uniform(pause / 2, pause))
-                pause = min(PAUSE_MAX, pause * 2)
-        self._token = token
-        self._kv.fence(self.key, token)
+        while (held := self._take(token)) is None:
+            if time.monotonic() > deadline:
+                raise RemoteIOError(
+                    f"the namespace lock {self.key!r} stayed held for {self._wait_for:.0f} s"
+                )
+            time.sleep(random.uniform(pause / 2, pause))
+            pause = min(PAUSE_MAX, pause * 2)
+        self._held = held
+        self._kv.fence(held)
 
-    def _take(self, token: bytes) -> None:
-        now = self._clock()
-        with self._kv.transaction(write=True) as txn:
-            held = txn.get(self.key)
-            if held is not None and _expiry(held) > now:
-                raise _Held
-            txn.put(self.key, token + b":" + str(now + self._hold_ns).encode())
+    def _take(self, token: bytes) -> Fence | None:
+        """One try: our Fence if we now hold the lock, None if someone else does."""
+        value = token + b":" + str(self._clock() + self._hold_ns).encode()
+        put = {"request_put": {"key": self._full, "value": b64(value)}}
+        read = {"request_range": {"key": self._full}}
+        free = {"key": self._full, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+        answer = self._txn([free], [put], [read])
+        if answer.get("succeeded", False):
+            return Fence(self.key, value, int(answer["header"]["revision"]))
+        kvs = answer["responses"][0].get("response_range", {}).get("kvs", [])
+        if not kvs:
+            return None  # released meanwhile: the next try takes it
+        current, mod = unb64(kvs[0].get("value", "")), int(kvs[0]["mod_revision"])
+        if current.split(b":", 1)[0] == token:  # our own put, whose answer was lost
+            return Fence(self.key, current, mod)
+        if _expiry(current) > self._clock():
+            return None
+        log.warning("taking over the namespace lock %r from a holder that let it expire", self.key)
+        same = {"key": self._full, "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)}
+        answer = self._txn([same], [put], [])
+        if answer.get("succeeded", False):
+            return Fence(self.key, value, int(answer["header"]["revision"]))
+        return None
+
+    def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+        # Sending a take again is safe: its compare fails if the first one was applied,
+        # and the read then shows our own token.
+        body = {"compare": compare, "success": success, "failure": failure}
+        return self._kv.call("/v3/kv/txn", body)
 
     def release(self) -> None:
-        token, self._token = self._token, b""
-        self._kv.fence(self.key, None)
+        held, self._held = self._held, None
+        self._kv.fence(None)
+        if held is None:
+            return
+        ours = {
+            "key": self._full, "target": "MOD", "result": "EQUAL",
+            "mod_revision": str(held.mod_revision),
+        }  # fmt: skip
         try:
-            with self._kv.transaction(write=True) as txn:
-                held = txn.get(self.key)
-                if held is not None and held.split(b":", 1)[0] == token:
-                    txn.delete(self.key)
-        except (RemoteIOError, TxnConflict) as exc:  # it expires by itself
+            self._txn([ours], [{"request_delete_range": {"key": self._full}}], [])
+        except RemoteIOError as exc:  # it expires by itself
             log.warning("could not release the namespace lock %r: %s", self.key, exc)
 
 

@@ -75,7 +75,7 @@ from cloudfs.meta.server.etcd_gateway import (
     b64,
     unb64,
 )
-from cloudfs.meta.server.etcd_lock import EtcdMutex
+from cloudfs.meta.server.etcd_lock import EtcdMutex, Fence
 from cloudfs.meta.server.etcd_txn import EtcdTxn
 from cloudfs.meta.server.etcd_watch import EtcdWatch
 
@@ -103,7 +103,7 @@ class EtcdKV:
         self.prefix = prefix
         self._gateway = EtcdGateway(endpoints, timeout, retry_for)
         self._timeout = timeout
-        self._fences = threading.local()  # (lock key, token) while this thread holds a mutex
+        self._fences = threading.local()  # a Fence while this thread holds a mutex
         self._closed = False
 
     def call(self, path: str, body: dict[str, Any], *, idempotent: bool = True) -> Any:
@@ -128,16 +128,29 @@ class EtcdKV:
         if self._closed:
             raise ValueError("engine is closed")
         txn = EtcdTxn(self.call, self.prefix, write)
-        fence: tuple[bytes, bytes] | None = getattr(self._fences, "held", None)
+        fence: Fence | None = getattr(self._fences, "held", None) if write else None
+        if fence is not None:  # the commit compares the lock key as if this txn had read it
+            txn.seen[self.prefix + fence.key] = (fence.value, fence.mod_revision)
         try:
-            if write and fence is not None:
-                _check_fence(txn, *fence)
             yield txn
         finally:
             txn.active = False
         body = txn.commit_request() if write else None
-        if body is not None:
+        if body is None:
+            return
+        try:
             self._commit(body, txn)
+        except TxnConflict:
+            if fence is not None and not self._still_held(fence):
+                raise RemoteIOError(
+                    f"this tree server lost the namespace lock {fence.key!r} (held too long?)"
+                ) from None
+            raise
+
+    def _still_held(self, fence: Fence) -> bool:
+        answer = self.call("/v3/kv/range", {"key": b64(self.prefix + fence.key)})
+        kvs = answer.get("kvs", [])
+        return bool(kvs) and int(kvs[0]["mod_revision"]) == fence.mod_revision
 
     def _commit(self, body: dict[str, Any], txn: EtcdTxn) -> None:
         """Send one commit; see the module docstring for what happens when its fate is unknown."""
@@ -167,10 +180,10 @@ class EtcdKV:
         """A lock at ``key`` that the tree servers sharing this etcd take in turn."""
         return EtcdMutex(self, key)
 
-    def fence(self, key: bytes, token: bytes | None) -> None:
-        """While set (``EtcdMutex`` holds ``key``), this thread's write transactions
-        commit only if ``key`` still holds ``token``; ``None`` clears it."""
-        self._fences.held = None if token is None else (key, token)
+    def fence(self, fence: Fence | None) -> None:
+        """While set (an ``EtcdMutex`` is held), this thread's write transactions commit
+        only if the lock key is still as the mutex left it; ``None`` clears it."""
+        self._fences.held = fence
 
     def watch(self, key: bytes, end: bytes) -> EtcdWatch:
         """The changes to keys in [``key``, ``end``) (relative to the prefix) from now on."""
@@ -185,13 +198,6 @@ class EtcdKV:
     def close(self) -> None:
         self._closed = True
         self._gateway.close()
-
-
-def _check_fence(txn: EtcdTxn, key: bytes, token: bytes) -> None:
-    """Read the lock ``key`` in ``txn`` (so its commit compares it) and check it is ours."""
-    value = txn.get(key)
-    if value is None or value.split(b":", 1)[0] != token:
-        raise RemoteIOError(f"this tree server lost the namespace lock {key!r} (held too long?)")
 
 
 def _applied(answer: Any, txn: EtcdTxn) -> bool:

@@ -116,6 +116,7 @@ def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
     """One more open of ``ino``, held by ``session`` ("" in the embedded tree)."""
 
     def apply(txn: KVTxn) -> Attr:
+        txn.get_many(_open_keys(ino, session))
         rec = tree.load(txn, ino)
         txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
         if session:
@@ -125,9 +126,15 @@ def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
     return write_txn(ctx.kv, apply)
 
 
+def _open_keys(ino: int, session: str) -> list[bytes]:
+    """What open and release read: fetched in one round trip where the engine is remote."""
+    return [codec.inode_key(ino), codec.open_key(ino), *ops_session.hold_keys(session, ino)]
+
+
 def release(ctx: TreeContext, ino: int, session: str = "") -> None:
 
     def apply(txn: KVTxn) -> None:
+        txn.get_many(_open_keys(ino, session))
         count = tree.open_count(txn, ino)
         if count == 0:
             log.warning("release of inode %d that is not open", ino)

@@ -40,6 +40,14 @@ def _check_free(txn: KVTxn, parent: int, name: bytes) -> None:
 
 def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) -> Attr:
     """Add ``name`` in ``parent`` for a new inode ``rec`` (``AlreadyExists`` if taken)."""
+    txn.get_many(  # every key read below, in one round trip where the engine is remote
+        [
+            codec.inode_key(parent),
+            codec.dentry_key(parent, name),
+            codec.NEXT_INODE_KEY,
+            codec.INODE_COUNT_KEY,
+        ]
+    )
     _check_free(txn, parent, name)
     ino = tree.alloc_inodes(txn, 1)
     rec = replace(rec, parent=parent, name=name)

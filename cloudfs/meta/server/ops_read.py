@@ -16,6 +16,7 @@ INODE_LIMIT = 1 << 32  # what statfs advertises: the tree has no real inode limi
 
 def lookup(ctx: TreeContext, parent: int, name: bytes) -> Attr:
     with ctx.kv.transaction(write=False) as txn:
+        txn.get_many([codec.inode_key(parent), codec.dentry_key(parent, name)])
         tree.load_dir(txn, parent)
         ino = tree.child(txn, parent, name)
         if ino is None:

@@ -54,6 +54,11 @@ def heartbeat(ctx: TreeContext, session: str) -> int:
     return expiry
 
 
+def hold_keys(session: str, ino: int) -> list[bytes]:
+    """The keys ``held`` reads (for a caller that reads them all at once first)."""
+    return [_held_key(session, ino), _session_key(session)] if session else []
+
+
 def held(txn: KVTxn, session: str, ino: int, delta: int, now_ns: int) -> None:
     """Count ``delta`` more opens of ``ino`` by ``session`` (inside the open/release txn)."""
     key = _held_key(session, ino)
