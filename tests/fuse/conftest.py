@@ -130,6 +130,16 @@ def ufs_kind(shared_backing: Backing) -> str:
 
 
 @pytest.fixture
+def mnt_kind(shared_backing: Backing) -> str:
+    """ "local", "s3", "tree" or "plain": the backend of ``mnt``."""
+    if PLAIN:
+        return "plain"
+    if shared_backing.peer_uri is not None:
+        return "tree"
+    return "s3" if shared_backing.s3 is not None else "local"
+
+
+@pytest.fixture
 def mnt(shared_mounts: tuple[Path, Path | None]) -> Iterator[Path]:
     """A new empty directory (mode 0755, root's) in the module's mount; afterwards, a
     second mount of the volume (through another tree server) must show what it holds."""
