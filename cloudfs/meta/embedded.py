@@ -118,21 +118,18 @@ class EmbeddedMeta:
         validate_name(name)
         self._loader.ensure_fresh(parent)
         with self._ns_lock:
-            self._loader.touched(parent, name)
             return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
 
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
         with self._ns_lock:
-            self._loader.touched(parent, name)
             return ops_create.mkdir(self._ctx, parent, name, mode, uid, gid)
 
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
         with self._ns_lock:
-            self._loader.touched(parent, name)
             return ops_create.symlink(self._ctx, parent, name, target, uid, gid)
 
     def readlink(self, inode: InodeId) -> bytes:
@@ -142,14 +139,12 @@ class EmbeddedMeta:
         validate_name(new_name)
         self._loader.ensure_fresh(new_parent)
         with self._ns_lock:
-            self._loader.touched(new_parent, new_name)
             return ops_create.link(self._ctx, inode, new_parent, new_name)
 
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
         with self._ns_lock:
-            self._loader.touched(parent, name)
             return ops_remove.unlink(self._ctx, parent, name)
 
     def rmdir(self, parent: InodeId, name: bytes) -> None:
@@ -157,7 +152,6 @@ class EmbeddedMeta:
         self._loader.ensure_fresh(parent)
         self._fresh_child_dir(parent, name)
         with self._ns_lock:
-            self._loader.touched(parent, name)
             ops_remove.rmdir(self._ctx, parent, name)
 
     def rename(
@@ -169,8 +163,6 @@ class EmbeddedMeta:
         self._loader.ensure_fresh(new_parent)
         self._fresh_child_dir(new_parent, new_name)
         with self._ns_lock:
-            self._loader.touched(parent, name)
-            self._loader.touched(new_parent, new_name)
             moved, replaced = ops_rename.rename(
                 self._ctx, parent, name, new_parent, new_name, flags
             )

@@ -45,6 +45,30 @@ class EtcdMember:
     data_dir: Path
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    command: list[str] = field(default_factory=list)  # how ``start`` runs it
+
+    def start(self) -> None:
+        """Start (again) this member's process, on its data directory and ports."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def status(self) -> dict[str, object] | None:
+        """This member's ``/v3/maintenance/status``, or ``None`` when it does not answer."""
+        request = urllib.request.Request(
+            f"{self.client_url}/v3/maintenance/status", data=b"{}", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2) as resp:
+                status: dict[str, object] = json.loads(resp.read())
+                return status
+        except (OSError, ValueError):
+            return None
 
     def healthy(self) -> bool:
         """Whether this member answers ``/health`` with a leader elected."""
@@ -74,6 +98,19 @@ class EtcdCluster:
             text = m.log_path.read_text(errors="replace") if m.log_path.exists() else ""
             parts.append(f"--- {m.name}\n" + "\n".join(text.splitlines()[-lines:]))
         return "\n".join(parts)
+
+    def leader_index(self, timeout: float = 10.0) -> int:
+        """The index of the member that is the leader now (waits for an election)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for index, member in enumerate(self.members):
+                status = member.status() if member.running else None
+                header = status.get("header") if status else None
+                if status and isinstance(header, dict) and status["leader"] == header["member_id"]:
+                    return index
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no etcd leader within {timeout} s\n{self.log_tail()}")
+            time.sleep(0.1)
 
     def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -129,10 +166,9 @@ def running_etcd(
     initial = ",".join(f"{m.name}={m.peer_url}" for m in cluster.members)
     try:
         for m in cluster.members:
-            with open(m.log_path, "wb") as log:
-                m.proc = subprocess.Popen(
-                    _command(binary, m, initial), stdout=log, stderr=subprocess.STDOUT
-                )
+            m.command = _command(binary, m, initial)
+            m.log_path.write_bytes(b"")
+            m.start()
         cluster.wait_healthy()
         yield cluster
     finally:

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from cloudfs.meta.remote import VolumeClient
 from cloudfs.meta.service.volumes import VolumeSpec
@@ -23,6 +24,9 @@ class TreeServer:
     address: str
     proc: subprocess.Popen[str]
     token: str | None = None
+    command: list[str] = field(default_factory=list)  # with --listen at ``address``
+    env: dict[str, str] | None = None
+    log_path: Path | None = None
 
     def new_volume(self, ufs_uri: str, **options: object) -> str:
         """Create a fresh volume over ``ufs_uri``; returns its grpc:// URI."""
@@ -34,16 +38,75 @@ class TreeServer:
             client.close()
         return f"grpc://{self.address}/{name}"
 
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server (no clean shutdown) and reap it."""
+        if self.alive:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 15 s."""
+        if self.alive:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def restart(self) -> None:
+        """Start the server again on the same address (after ``kill`` or ``stop``)."""
+        self.stop()
+        self.proc = _start(self.command, self.env, self.log_path)
+        _await_listening(self.proc)
+
+
+def _start(
+    cmd: list[str], env: dict[str, str] | None, log_path: Path | None
+) -> subprocess.Popen[str]:
+    if log_path is None:
+        return subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        )
+    with open(log_path, "a") as log:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+
+
+def _await_listening(proc: subprocess.Popen[str]) -> str:
+    """The address the server prints once it serves ("listening on HOST:PORT")."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        with suppress(OSError):
+            proc.kill()
+        proc.wait(timeout=15)
+        raise RuntimeError(f"tree server did not start (exit {proc.poll()}): {line!r}")
+    return line.split()[-1]
+
 
 @contextmanager
 def running_tree_server(
-    engine: str | None = None, *, token: str | None = None, env: dict[str, str] | None = None
+    engine: str | None = None,
+    *,
+    token: str | None = None,
+    env: dict[str, str] | None = None,
+    listen: str = "127.0.0.1:0",
+    log_path: Path | None = None,
 ) -> Iterator[TreeServer]:
-    """``cloudfs meta serve`` on 127.0.0.1 (a free port); stopped (SIGTERM) on exit."""
+    """``cloudfs meta serve`` on ``listen`` (127.0.0.1, a free port); stopped (SIGTERM) on exit.
+
+    ``log_path``: where the server's log (stderr) goes; dropped when ``None``.
+    ``TreeServer.kill`` and ``restart`` let a test crash it and bring it back
+    on the same address.
+    """
     work = tempfile.mkdtemp(prefix="cloudfs-tree-")
     cmd = [
         sys.executable, "-m", "cloudfs.cli.main", "meta", "serve",
-        "--engine", engine or f"lmdb://{work}/tree", "--listen", "127.0.0.1:0",
+        "--engine", engine or f"lmdb://{work}/tree", "--listen", listen,
     ]  # fmt: skip
     if token is not None:
         token_file = os.path.join(work, "token")
@@ -52,20 +115,18 @@ def running_tree_server(
         cmd += ["--token-file", token_file]
     else:
         cmd += ["--no-token"]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
+    proc = _start(cmd, env, log_path)
+    server: TreeServer | None = None
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # "listening on HOST:PORT" once it serves
-        if not line.startswith("listening on "):
-            raise RuntimeError(f"tree server did not start (exit {proc.poll()}): {line!r}")
-        yield TreeServer(line.split()[-1], proc, token)
+        address = _await_listening(proc)
+        fixed = [*cmd]
+        fixed[fixed.index("--listen") + 1] = address  # a restart comes back on this port
+        server = TreeServer(address, proc, token, fixed, env, log_path)
+        yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
+        if server is not None:
+            server.stop()
+        elif proc.poll() is None:
             proc.kill()
             proc.wait()
         shutil.rmtree(work, ignore_errors=True)

@@ -217,3 +217,33 @@ def test_unlink_during_a_listing_is_not_undone(w: MetaWorld) -> None:
     unlink_done.join()
     assert w.meta.readdir(d, None, 10) == []
     assert store.stored_keys() == []
+
+
+def test_an_upload_committed_during_a_listing_is_not_dropped(w: MetaWorld) -> None:
+    """A listing taken before a file's object arrived is not merged over its commit
+    (the merge would take the file for one deleted from the UFS)."""
+    store = mem(w)
+    store.put_bytes("d/old", b"1")
+    d = w.meta.lookup(R, b"d").inode
+    new = w.meta.create(d, b"new", stat.S_IFREG | 0o644, 0, 0)
+    w.expire()
+    original = store.list_dir
+    listed = threading.Event()
+    proceed = threading.Event()
+
+    def paused_list(prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
+        page = original(prefix, token, limit)
+        if prefix == "d" and not listed.is_set():
+            listed.set()
+            proceed.wait(5)
+        return page
+
+    store.list_dir = paused_list  # type: ignore[method-assign]
+    reader = threading.Thread(target=lambda: w.meta.readdir(d, None, 10))
+    reader.start()
+    assert listed.wait(5)  # the listing has "old" only
+    w.upload(new.inode, b"payload")  # the object arrives and is committed meanwhile
+    proceed.set()
+    reader.join()
+    assert sorted(e.name for e in w.meta.readdir(d, None, 10)) == [b"new", b"old"]
+    assert w.meta.lookup(d, b"new").size == 7

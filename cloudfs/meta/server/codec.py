@@ -10,6 +10,7 @@ Keys (integers are 8-byte big-endian so that byte order is numeric order):
 ``S`` ino                              symlink target
 ``O`` ino                              open count (8 bytes)
 ``P`` ino                              orphan: nlink 0 but still open -> b""
+``V`` ino                              directory's change token (8 random bytes)
 ``C:next_inode`` / ``C:inode_count``   counters (8 bytes)
 =====================================  ======================================
 
@@ -182,3 +183,8 @@ def open_key(ino: int) -> bytes:
 
 def orphan_key(ino: int) -> bytes:
     return ORPHAN_PREFIX + u64(ino)
+
+
+def change_key(ino: int) -> bytes:
+    """Rewritten by every change a UFS listing of directory ``ino`` could miss (``loader``)."""
+    return b"V" + u64(ino)

@@ -6,14 +6,16 @@ listing and then reuse it (it re-checks freshness after the wait).
 
 The listing runs without the namespace lock (a 10,000-entry S3 listing takes
 seconds) and is merged under it. A namespace change in that directory while
-the listing was in flight could be undone by merging a stale listing (an
-unlinked object resurrected), so mutations report the names they touch
-(``touched``) and the merge leaves those names as the tree has them: the tree
-is newer than the listing there. A listing whose directory moved (its key
-changed, ``bump``) is taken again; the last try holds the namespace lock
-throughout, so it always finishes. Lock order: directory lock, then namespace
-lock; never the reverse (mutations make directories fresh before taking the
-namespace lock).
+the listing was in flight would be undone by merging the stale listing (a
+directory just made removed, an unlinked object resurrected, a file uploaded
+meanwhile dropped as gone from the UFS), in this server or in another one
+sharing the tree. Every such change rewrites the directory's change token
+(``tree.mark_changed``), so the token is read before the listing and again
+under the namespace lock: if it changed, or the directory moved (its key
+changed, ``bump``), the listing is taken again. The last try holds the
+namespace lock throughout, so it always finishes. Lock order: directory lock,
+then namespace lock; never the reverse (mutations make directories fresh
+before taking the namespace lock).
 """
 
 from __future__ import annotations
@@ -42,17 +44,8 @@ class DirectoryLoader:
         self._ns_lock = ns_lock
         self._dir_locks = KeyedLocks()
         self._guard = threading.Lock()
-        # directory being listed -> names changed in it meanwhile
-        self._in_flight: dict[int, set[bytes]] = {}
         self._moved: dict[int, int] = {}  # directory being listed -> moves seen
         self._retry_at: dict[int, int] = {}  # directory whose listing failed -> next try
-
-    def touched(self, parent: int, *names: bytes) -> None:
-        """Record names changed in ``parent`` (call under the namespace lock)."""
-        with self._guard:
-            changed = self._in_flight.get(parent)
-            if changed is not None:
-                changed.update(names)
 
     def bump(self, *inos: int | None) -> None:
         """Record that these directories moved: a listing of them is taken again."""
@@ -67,9 +60,10 @@ class DirectoryLoader:
             rec = tree.load_dir(txn, ino)
         return self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
 
-    def _key(self, ino: int) -> str:
+    def _snapshot(self, ino: int) -> tuple[str, bytes | None]:
+        """Directory ``ino``'s UFS key and change token."""
         with self._ctx.kv.transaction(write=False) as txn:
-            return tree.key_of(txn, ino)
+            return tree.key_of(txn, ino), tree.change_token(txn, ino)
 
     def ensure_fresh(self, ino: int) -> None:
         """List directory ``ino`` from the UFS if stale (``NotADirectory``, ``NotFound``).
@@ -109,24 +103,21 @@ class DirectoryLoader:
         outer: AbstractContextManager[object] = self._ns_lock if final else nullcontext()
         with outer:
             with self._guard:
-                self._in_flight[ino] = set()
                 self._moved[ino] = 0
             try:
-                key = self._key(ino)
-                listing = list_directory(self._ctx.store, key)
+                before = self._snapshot(ino)
+                listing = list_directory(self._ctx.store, before[0])
                 with self._ns_lock:
                     with self._guard:
                         moved = self._moved[ino] != 0
-                        changed = set(self._in_flight[ino])
-                    if not final and (moved or self._key(ino) != key):
-                        return False
+                    if not final and (moved or self._snapshot(ino) != before):
+                        return False  # changed while listed: the listing may be stale
                     now, settings = self._ctx.clock(), self._ctx.settings
                     write_txn(
                         self._ctx.kv,
-                        lambda txn: merge_listing(txn, ino, listing, now, settings, changed),
+                        lambda txn: merge_listing(txn, ino, listing, now, settings),
                     )
                     return True
             finally:
                 with self._guard:
-                    del self._in_flight[ino]
                     del self._moved[ino]

@@ -63,6 +63,9 @@ def _check_xattr_name(name: bytes) -> None:
 def getxattr(ctx: TreeContext, ino: int, name: bytes) -> bytes:
     _check_xattr_name(name)
     with ctx.kv.transaction(write=False) as txn:
+        # one round trip where the engine is remote: the kernel asks for
+        # security.capability before every write()
+        txn.get_many([codec.inode_key(ino), codec.xattr_key(ino, name)])
         tree.load(txn, ino)
         value = txn.get(codec.xattr_key(ino, name))
     if value is None:
@@ -163,6 +166,8 @@ def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: st
             rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag=etag, ufs=True, pending=False
         )
         tree.save(txn, ino, rec)
+        if rec.parent:  # its object is under the primary name: a listing there must know
+            tree.mark_changed(txn, rec.parent)
         return tree.to_attr(ino, rec)
 
     return write_txn(ctx.kv, apply)
@@ -182,6 +187,8 @@ def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
         rec = replace(rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag="", pending=True)
         tree.save(txn, ino, rec)
+        if rec.parent:
+            tree.mark_changed(txn, rec.parent)
         return tree.to_attr(ino, rec)
 
     return write_txn(ctx.kv, apply)

@@ -7,6 +7,7 @@ write transaction; ``now`` is the caller's clock reading in nanoseconds.
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import replace
 
@@ -163,6 +164,18 @@ def touch(txn: KVTxn, ino: int, now: int, nlink_delta: int = 0) -> None:
     """Set a directory's mtime and ctime (its entries changed), adjusting nlink."""
     rec = load(txn, ino)
     save(txn, ino, replace(rec, mtime_ns=now, ctime_ns=now, nlink=rec.nlink + nlink_delta))
+    mark_changed(txn, ino)
+
+
+def mark_changed(txn: KVTxn, dir_ino: int) -> None:
+    """Tell a listing of ``dir_ino`` in flight that it may be stale (``loader``): a name
+    came or went, or an object under it was uploaded. A write without a read, so it
+    costs no round trip."""
+    txn.put(codec.change_key(dir_ino), os.urandom(8))
+
+
+def change_token(txn: KVTxn, dir_ino: int) -> bytes | None:
+    return txn.get(codec.change_key(dir_ino))
 
 
 def move_name(
@@ -182,7 +195,8 @@ def free_inode(txn: KVTxn, ino: int) -> None:
         txn.delete(key)
     for key, _ in list(txn.scan(codec.link_prefix(ino))):
         txn.delete(key)
-    for key in (codec.symlink_key(ino), codec.open_key(ino), codec.orphan_key(ino)):
+    keys = (codec.symlink_key(ino), codec.open_key(ino), codec.orphan_key(ino))
+    for key in (*keys, codec.change_key(ino)):
         txn.delete(key)
     txn.delete(codec.inode_key(ino))
     adjust_inode_count(txn, -1)

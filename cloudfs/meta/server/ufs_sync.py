@@ -174,17 +174,10 @@ def merge_listing(
     listing: Listing,
     now: int,
     settings: TreeSettings,
-    keep: set[bytes] | frozenset[bytes] = frozenset(),
 ) -> None:
-    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``.
-
-    Names in ``keep`` changed in the tree while the listing was taken: the
-    tree is newer than the listing for them, so they are left alone.
-    """
+    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``."""
     tree.load_dir(txn, dir_ino)
-    existing = {n: i for n, i in tree.children(txn, dir_ino) if n not in keep}
-    if keep:
-        listing = {n: info for n, info in listing.items() if n not in keep}
+    existing = dict(tree.children(txn, dir_ino))
     delta = 0
     changed = False
     new_names = sorted(name for name in listing if name not in existing)

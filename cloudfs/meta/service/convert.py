@@ -34,7 +34,10 @@ _STATUS = {
     E.ENOSPC: grpc.StatusCode.RESOURCE_EXHAUSTED,
     E.EXDEV: grpc.StatusCode.FAILED_PRECONDITION,
     E.EOPNOTSUPP: grpc.StatusCode.UNIMPLEMENTED,
-    E.EIO: grpc.StatusCode.UNAVAILABLE,
+    # Not UNAVAILABLE: clients retry that status as "never reached the server", and
+    # a call that failed with EIO inside the server (etcd or the UFS away) may
+    # already have changed the tree; sent again it would be applied twice.
+    E.EIO: grpc.StatusCode.INTERNAL,
 }
 
 _CLASSES: dict[int, type[errors.FsError]] = {}
