@@ -24,7 +24,7 @@ from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, HandleId, InodeI
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.vfs.files import FileIO
 from cloudfs.vfs.handles import DirHandle, HandleTable
-from cloudfs.vfs.permissions import inherited_gid_and_mode, may_access
+from cloudfs.vfs.permissions import may_access
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +158,8 @@ class Vfs:
 
     async def mkdir(self, parent: InodeId, name: bytes, mode: int, caller: Caller) -> Attr:
         self._check_writable()
-        pattr = await self._read(self.meta.getattr, parent)
-        gid, mode = inherited_gid_and_mode(pattr, caller.gid, stat.S_IFDIR | (mode & 0o7777))
-        return await self._meta(self.meta.mkdir, parent, name, mode, caller.uid, gid)
+        mode = stat.S_IFDIR | (mode & 0o7777)  # the tree applies a set-group-ID parent's rule
+        return await self._meta(self.meta.mkdir, parent, name, mode, caller.uid, caller.gid)
 
     async def rmdir(self, parent: InodeId, name: bytes) -> None:
         self._check_writable()
@@ -172,9 +171,8 @@ class Vfs:
         self, parent: InodeId, name: bytes, mode: int, rdev: int, caller: Caller
     ) -> Attr:
         self._check_writable()
-        pattr = await self._read(self.meta.getattr, parent)
-        gid, mode = inherited_gid_and_mode(pattr, caller.gid, mode)
-        return await self._meta(self.meta.create, parent, name, mode, caller.uid, gid, rdev)
+        # the tree applies a set-group-ID parent's rule (its group, for directories its bit)
+        return await self._meta(self.meta.create, parent, name, mode, caller.uid, caller.gid, rdev)
 
     async def create(
         self, parent: InodeId, name: bytes, mode: int, flags: int, caller: Caller

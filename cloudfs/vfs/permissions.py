@@ -8,7 +8,6 @@ the rules the kernel leaves to the filesystem (setgid inheritance).
 from __future__ import annotations
 
 import os
-import stat
 
 from cloudfs.types import Attr
 
@@ -27,15 +26,3 @@ def may_access(attr: Attr, uid: int, gids: set[int], mask: int) -> bool:
     else:
         granted = attr.mode & 7
     return (granted & mask) == mask
-
-
-def inherited_gid_and_mode(parent: Attr, gid: int, mode: int) -> tuple[int, int]:
-    """Apply the setgid-directory rule: new entries take the directory's group.
-
-    New sub-directories also inherit the setgid bit itself.
-    """
-    if not parent.mode & stat.S_ISGID:
-        return gid, mode
-    if stat.S_ISDIR(mode):
-        mode |= stat.S_ISGID
-    return parent.gid, mode

@@ -138,6 +138,19 @@ def test_create_is_tree_only_until_uploaded(w: MetaWorld) -> None:
     assert w.meta.lookup(R, b"new").etag == done.etag
 
 
+def test_entries_of_a_set_group_id_directory_take_its_group(w: MetaWorld) -> None:
+    """The tree applies the rule (Linux's inode_init_owner), whoever asks."""
+    d = w.meta.mkdir(R, b"shared", 0o2775, 0, 4242).inode
+    f = w.meta.create(d, b"f", stat.S_IFREG | 0o644, 1000, 1000)
+    sub = w.meta.mkdir(d, b"sub", 0o755, 1000, 1000)
+    link = w.meta.symlink(d, b"l", b"f", 1000, 1000)
+    assert (f.uid, f.gid) == (1000, 4242) and not f.mode & stat.S_ISGID
+    assert sub.gid == 4242 and sub.mode & stat.S_ISGID
+    assert link.gid == 4242
+    plain = w.meta.create(R, b"plain", stat.S_IFREG | 0o644, 1000, 1000)
+    assert plain.gid == 1000
+
+
 def test_mkdir_and_rmdir(w: MetaWorld) -> None:
     w.clock.advance(1)
     d = w.meta.mkdir(R, b"d", 0o700, 5, 6)

@@ -232,7 +232,9 @@ def test_setgid_directory_passes_group_on(area: Path) -> None:
     (area / "shared" / "by_root").write_bytes(b"")
     run_as(ALICE, create_file, "shared/by_alice", cwd=area).unwrap()
     run_as(ALICE, os.mkdir, "shared/subdir", 0o755, cwd=area).unwrap()
+    run_as(ALICE, os.symlink, "by_alice", "shared/link", cwd=area).unwrap()
     assert os.stat(area / "shared" / "by_root").st_gid == 4242
+    assert os.lstat(area / "shared" / "link").st_gid == 4242
     st = os.stat(area / "shared" / "by_alice")
     assert (st.st_uid, st.st_gid) == (ALICE.uid, 4242)
     st = os.stat(area / "shared" / "subdir")

@@ -32,10 +32,22 @@ from cloudfs.types import Attr
 SYMLINK_MAX = 4096  # PATH_MAX
 
 
-def _check_free(txn: KVTxn, parent: int, name: bytes) -> None:
-    tree.load_dir(txn, parent)
+def _check_free(txn: KVTxn, parent: int, name: bytes) -> InodeRecord:
+    """The directory ``parent``'s record, if ``name`` is free in it."""
+    parent_rec = tree.load_dir(txn, parent)
     if tree.child(txn, parent, name) is not None:
         raise AlreadyExists(f"{name!r} exists")
+    return parent_rec
+
+
+def _inherit(parent_rec: InodeRecord, rec: InodeRecord) -> InodeRecord:
+    """The set-group-ID directory rule: a new entry takes the directory's group, and a
+    new directory its set-group-ID bit too (applied here, in the transaction that reads
+    the directory, so a chmod of it cannot slip in between)."""
+    if not parent_rec.mode & stat.S_ISGID:
+        return rec
+    mode = rec.mode | stat.S_ISGID if stat.S_ISDIR(rec.mode) else rec.mode
+    return replace(rec, gid=parent_rec.gid, mode=mode)
 
 
 def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) -> Attr:
@@ -48,9 +60,9 @@ def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) ->
             codec.INODE_COUNT_KEY,
         ]
     )
-    _check_free(txn, parent, name)
+    parent_rec = _check_free(txn, parent, name)
     ino = tree.alloc_inodes(txn, 1)
-    rec = replace(rec, parent=parent, name=name)
+    rec = replace(_inherit(parent_rec, rec), parent=parent, name=name)
     tree.save(txn, ino, rec)
     tree.add_name(txn, parent, name, ino)
     tree.touch(txn, parent, now, nlink_delta=1 if tree.is_dir(rec) else 0)
