@@ -1,10 +1,11 @@
 """mdtest-style metadata benchmark: create, stat, readdir, rename, unlink through real mounts.
 
 For each tree configuration -- the embedded LMDB tree of a plain mount, the
-tree service over LMDB (``grpc://`` mount), and the tree service over etcd
-when an ``etcd`` binary is installed -- mounts a local directory, then runs
-``--procs`` client processes (1 and 8 by default), each working in its own
-directories: ``--files`` files spread over ``--dirs`` directories per process.
+tree service over LMDB (``grpc://`` mount), and the tree service over a
+3-member etcd cluster on loopback when an ``etcd`` binary is installed --
+mounts a local directory, then runs ``--procs`` client processes (1 and 8 by
+default), each working in its own directories: ``--files`` files spread over
+``--dirs`` directories per process.
 Phases, timed separately (wall clock of all processes together):
 
     create (open O_CREAT|O_EXCL + close), stat, readdir (os.scandir of each
@@ -35,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.support.etcd import running_etcd
 from tests.support.mounts import Backing, mounted
 from tests.support.tree_server import running_tree_server
 
@@ -100,11 +102,11 @@ def configuration(name: str, work: Path) -> Iterator[Path]:
             uri = f"file://{data}"
         elif name == "grpc-lmdb":
             uri = stack.enter_context(running_tree_server()).new_volume(f"file://{data}")
-        else:  # grpc-etcd
-            from tests.support.etcd import running_etcd  # type: ignore[import-not-found]
-
-            etcd = stack.enter_context(running_etcd())
-            server = stack.enter_context(running_tree_server(f"etcd://{etcd.address}"))
+        else:  # grpc-etcd: a 3-member cluster, as for high availability
+            (work / "etcd").mkdir()
+            etcd = stack.enter_context(running_etcd(work / "etcd", members=3, in_memory=False))
+            hosts = ",".join(e.removeprefix("http://") for e in etcd.endpoints)
+            server = stack.enter_context(running_tree_server(f"etcd://{hosts}/mdtest"))
             uri = server.new_volume(f"file://{data}")
         backing = Backing(uri=uri, local_dir=data)
         mount = stack.enter_context(mounted(backing, ["--meta-ttl", "60"]))
