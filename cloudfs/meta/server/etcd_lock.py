@@ -115,6 +115,17 @@ class EtcdMutex:
         body = {"compare": compare, "success": success, "failure": failure}
         return self._kv.call("/v3/kv/txn", body)
 
+    def lend(self) -> None:
+        """Keep the lock taken for another thread of this process (``resume``)."""
+        self._kv.fence(None)  # this thread's writes are no longer the holder's
+
+    def resume(self) -> None:
+        """Hold the lock a ``lend`` kept taken in this thread (its writes fenced)."""
+        if self._held is None:
+            self.acquire()
+            return
+        self._kv.fence(self._held)
+
     def release(self) -> None:
         held, self._held = self._held, None
         self._kv.fence(None)
