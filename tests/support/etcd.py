@@ -159,7 +159,7 @@ def running_etcd(
     if binary is None:
         raise RuntimeError("etcd is not installed (apt-get install etcd-server)")
     data_root = tmp_dir
-    if in_memory and os.access("/dev/shm", os.W_OK):
+    if in_memory and _tmpfs_room("/dev/shm"):
         data_root = Path(tempfile.mkdtemp(prefix="cloudfs-etcd-", dir="/dev/shm"))
     cluster = EtcdCluster()
     for i in range(members):
@@ -187,6 +187,15 @@ def running_etcd(
                 m.kill()
         if data_root != tmp_dir:
             shutil.rmtree(data_root, ignore_errors=True)
+
+
+def _tmpfs_room(path: str) -> bool:
+    """Whether ``path`` can take members' data (each WAL preallocates 64 MiB; a
+    container's /dev/shm is often 64 MiB in all)."""
+    try:
+        return os.access(path, os.W_OK) and shutil.disk_usage(path).free > 1 << 30
+    except OSError:
+        return False
 
 
 def require_etcd() -> str:
