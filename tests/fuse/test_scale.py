@@ -16,10 +16,10 @@ from tests.support.mounts import MntBacking
 
 MiB = 1 << 20
 BLOCK = 4 * MiB
-# The bulk tests run a fifth of their files on "tree": every create there is a
-# namespace change serialized across two tree servers through etcd (about 20 a
-# second on a 2-core machine, see RESULTS-mdtest.md), so 5,000 would take minutes
-# of CI. The fifth still spans many readdir pages (128 entries each).
+# The bulk tests make a fifth of their files or directories on "tree": every
+# create there is a namespace change serialized across two tree servers through
+# etcd (about 20 a second on a 2-core machine, see RESULTS-mdtest.md), so 5,000
+# would take minutes of CI. A fifth still spans many readdir pages (128 each).
 TREE_SHARE = 5
 
 
@@ -227,10 +227,10 @@ def test_directory_of_10000_entries_lists_completely(
 
 
 @pytest.mark.slow
-def test_wide_and_deep_tree(mnt: Path) -> None:
+def test_wide_and_deep_tree(mnt: Path, mnt_kind: str) -> None:
     expected: dict[Path, bytes] = {}
     for a in range(20):
-        for b in range(20):
+        for b in range(bulk(20, mnt_kind)):
             d = mnt / f"a{a:02d}" / f"b{b:02d}"
             d.mkdir(parents=True)
             expected[d / "leaf"] = f"{a}/{b}".encode()
