@@ -93,14 +93,15 @@ class EmbeddedMeta:
 
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
         validate_name(name)
-        self._loader.ensure_fresh(parent)
+        found = ops_read.lookup_if_fresh(self._ctx, parent, name, self._loader.is_fresh)
+        if found is not None:
+            return found
+        self._loader.ensure_fresh(parent)  # the parent is due for a listing
         return ops_read.lookup(self._ctx, parent, name)
 
     def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
         validate_name(name)
-        if self._loader.stale(parent):
-            return None
-        return ops_read.lookup(self._ctx, parent, name)
+        return ops_read.lookup_if_fresh(self._ctx, parent, name, self._loader.is_fresh)
 
     def getattr(self, inode: InodeId) -> Attr:
         return ops_read.getattr(self._ctx, inode)

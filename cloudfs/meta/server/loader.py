@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from cloudfs.errors import RemoteIOError
 from cloudfs.meta.server import tree
+from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.locks import KeyedLocks
@@ -58,7 +59,11 @@ class DirectoryLoader:
         """Whether directory ``ino`` is due for a listing (never listed, or older than the TTL)."""
         with self._ctx.kv.transaction(write=False) as txn:
             rec = tree.load_dir(txn, ino)
-        return self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
+        return not self.is_fresh(rec)
+
+    def is_fresh(self, rec: InodeRecord) -> bool:
+        """Whether the directory of record ``rec`` was listed within the TTL."""
+        return not self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
 
     def _snapshot(self, ino: int) -> tuple[str, bytes | None]:
         """Directory ``ino``'s UFS key and change token."""

@@ -1,12 +1,16 @@
-"""Read-only tree operations; the caller has made the directory fresh first."""
+"""Read-only tree operations; the caller has made the directory fresh first (or, for
+``lookup``, passes the freshness check)."""
 
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 
 from cloudfs.errors import InvalidArgument, NotFound
 from cloudfs.meta.server import codec, tree
+from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
+from cloudfs.meta.server.kv import KVTxn
 from cloudfs.meta.server.store_calls import call_store
 from cloudfs.types import Attr, DirEntry, FsStats
 
@@ -18,10 +22,26 @@ def lookup(ctx: TreeContext, parent: int, name: bytes) -> Attr:
     with ctx.kv.transaction(write=False) as txn:
         txn.get_many([codec.inode_key(parent), codec.dentry_key(parent, name)])
         tree.load_dir(txn, parent)
-        ino = tree.child(txn, parent, name)
-        if ino is None:
-            raise NotFound(f"{name!r}")
-        return tree.to_attr(ino, tree.load(txn, ino))
+        return _child_attr(txn, parent, name)
+
+
+def lookup_if_fresh(
+    ctx: TreeContext, parent: int, name: bytes, fresh: Callable[[InodeRecord], bool]
+) -> Attr | None:
+    """``lookup``, or ``None`` when ``fresh`` finds the parent's listing stale (checked
+    in the same read: one round trip less than checking first)."""
+    with ctx.kv.transaction(write=False) as txn:
+        txn.get_many([codec.inode_key(parent), codec.dentry_key(parent, name)])
+        if not fresh(tree.load_dir(txn, parent)):
+            return None
+        return _child_attr(txn, parent, name)
+
+
+def _child_attr(txn: KVTxn, parent: int, name: bytes) -> Attr:
+    ino = tree.child(txn, parent, name)
+    if ino is None:
+        raise NotFound(f"{name!r}")
+    return tree.to_attr(ino, tree.load(txn, ino))
 
 
 def getattr(ctx: TreeContext, ino: int) -> Attr:
