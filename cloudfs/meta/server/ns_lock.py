@@ -107,11 +107,10 @@ class NamespaceLock:
         assert self._shared is not None
         with self._count:
             others = self._waiting > 0
-        fresh = time.monotonic() - self._taken_at < PASS_ON_FOR
-        if others and fresh and not failed:
-            self._shared.lend()
-            self._lent = True
-            return
+        if others and not failed:
+            if time.monotonic() - self._taken_at < PASS_ON_FOR:
+                self._shared.lend()
+                self._lent = True
+                return
+            self._not_before = time.monotonic() + YIELD_FOR  # a long run: others' turn
         self._shared.release()
-        if others:  # a long run: let another server in before taking it again
-            self._not_before = time.monotonic() + YIELD_FOR
