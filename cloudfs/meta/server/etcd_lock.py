@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HOLD_FOR = 30.0  # seconds after which a holder's lock is free for others (it died)
-WAIT_FOR = 30.0  # seconds an acquire waits before EIO
+# seconds an acquire waits before EIO: past a dead holder's expiry, so that a server
+# that starts waiting just before a holder dies still gets the lock when it expires
+WAIT_FOR = HOLD_FOR + 10.0
 PAUSE_FIRST, PAUSE_MAX = 0.001, 0.05
 
 
