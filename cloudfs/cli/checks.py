@@ -7,6 +7,7 @@ import os
 import stat
 from typing import IO
 
+from cloudfs import mountinfo
 from cloudfs.errors import StartupError
 
 
@@ -22,26 +23,14 @@ def check_mountpoint(mountpoint: str) -> None:
 def is_mounted(mountpoint: str) -> bool:
     real = os.path.realpath(mountpoint)
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 4 and _unescape(fields[4]) == real:
-                    return True
-    except OSError:
+        if mountinfo.topmost(mountinfo.read(), real) is not None:
+            return True
+    except (OSError, ValueError):
         pass
     try:
         return os.path.ismount(real)
     except OSError:  # a dead FUSE mount: "Transport endpoint is not connected"
         return True
-
-
-def _unescape(path: str) -> str:
-    return (
-        path.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
-    )
 
 
 def check_fuse_device() -> None:

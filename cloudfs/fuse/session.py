@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pyfuse3
 import trio
 
+from cloudfs import mountinfo
 from cloudfs.errors import StartupError
 
 log = logging.getLogger(__name__)
@@ -80,13 +81,8 @@ def _raise_read_ahead(mountpoint: str) -> bool:
 
 def _device_of(mountpoint: str) -> str | None:
     """ "major:minor" of the newest mount at ``mountpoint``."""
-    device = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            fields = line.split()
-            if len(fields) > 4 and fields[4].replace("\\040", " ") == mountpoint:
-                device = fields[2]
-    return device
+    mount = mountinfo.topmost(mountinfo.read(), mountpoint)
+    return mount.device if mount is not None else None
 
 
 async def serve(

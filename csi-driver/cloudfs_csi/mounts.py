@@ -1,8 +1,8 @@
 """The node's mount table and the mount operations the driver makes on it.
 
-Mount points are read from ``/proc/self/mountinfo`` (each mount point
-unescaped); binds and unmounts go through util-linux ``mount``/``umount``, as
-kubelet's own mount utilities do. A mount whose FUSE process died stays in the
+Mount points are read from ``/proc/self/mountinfo`` by ``cloudfs.mountinfo``;
+binds and unmounts go through util-linux ``mount``/``umount``, as kubelet's
+own mount utilities do. A mount whose FUSE process died stays in the
 table, and calls on it fail with ENOTCONN ("Transport endpoint is not
 connected") or ECONNABORTED: ``probe`` tells the two apart with ``statvfs``,
 which always reaches the FUSE process (``stat`` of the root may be answered
@@ -14,13 +14,12 @@ from __future__ import annotations
 import enum
 import errno
 import os
-import re
 import subprocess
-from dataclasses import dataclass
 
+from cloudfs import mountinfo
+from cloudfs.mountinfo import Mount
 from cloudfs_csi.errors import Internal
 
-_ESCAPE = re.compile(r"\\([0-7]{3})")
 COMMAND_TIMEOUT = 60.0
 DEAD_ERRNOS = frozenset({errno.ENOTCONN, errno.ECONNABORTED})
 
@@ -31,42 +30,17 @@ class Health(enum.Enum):
     NOT_MOUNTED = "not mounted"
 
 
-@dataclass(frozen=True, slots=True)
-class MountEntry:
-    mount_point: str
-    fs_type: str
-    source: str
-    read_only: bool
-
-
-def _unescape(field: str) -> str:
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
-
-
 class MountTable:
     """Mount operations on one mount namespace (the driver's own)."""
 
-    def __init__(self, mountinfo: str = "/proc/self/mountinfo") -> None:
-        self._mountinfo = mountinfo
+    def __init__(self, path: str = mountinfo.PROC_MOUNTINFO) -> None:
+        self._mountinfo = path
 
-    def entries(self) -> dict[str, MountEntry]:
+    def entries(self) -> dict[str, Mount]:
         """Mount point -> its topmost mount."""
-        out: dict[str, MountEntry] = {}
-        with open(self._mountinfo) as f:
-            for line in f:
-                fields = line.split()
-                sep = fields.index("-")
-                options = fields[5].split(",")
-                entry = MountEntry(
-                    mount_point=_unescape(fields[4]),
-                    fs_type=fields[sep + 1],
-                    source=_unescape(fields[sep + 2]),
-                    read_only="ro" in options,
-                )
-                out[entry.mount_point] = entry
-        return out
+        return {mount.mount_point: mount for mount in mountinfo.read(self._mountinfo)}
 
-    def entry(self, path: str) -> MountEntry | None:
+    def entry(self, path: str) -> Mount | None:
         return self.entries().get(path)
 
     def is_mounted(self, path: str) -> bool:

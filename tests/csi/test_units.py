@@ -81,10 +81,16 @@ def test_mount_table_reads_escaped_mount_points(tmp_path: Path) -> None:
     info.write_text(
         "36 35 0:31 / /mnt/with\\040space rw,relatime shared:1 - fuse.cloudfs file:///d rw\n"
         "37 35 0:32 / /mnt/ro ro,relatime - tmpfs tmpfs ro\n"
+        "38 35 0:33 / /mnt/t\\011n\\012b\\134 rw - fuse.cloudfs s3://b rw\n"
+        "39 38 0:34 / /mnt/t\\011n\\012b\\134 rw - tmpfs tmpfs rw\n"
     )
-    entries = MountTable(str(info)).entries()
+    table = MountTable(str(info))
+    entries = table.entries()
     assert entries["/mnt/with space"].fs_type == "fuse.cloudfs"
-    assert entries["/mnt/ro"].read_only
+    assert entries["/mnt/ro"].read_only and not entries["/mnt/with space"].read_only
+    top = table.entry("/mnt/t\tn\nb\\")
+    assert top is not None and top.fs_type == "tmpfs", "the topmost mount at a path"
+    assert entries["/mnt/with space"].source == "file:///d"
 
 
 def test_state_files_are_private(tmp_path: Path) -> None:
