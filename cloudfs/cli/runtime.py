@@ -1,33 +1,17 @@
-"""Where a running mount leaves its pid, so ``cloudfs umount`` can wait for it."""
+"""A running mount's pid, so ``cloudfs umount`` can wait for it; the default cache root.
+
+Where the pid file and the control socket live is ``cloudfs.control.paths``
+(``control_socket`` is re-exported here for the CLI's wiring).
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
 
-
-def runtime_dir() -> Path:
-    if os.geteuid() == 0:
-        return Path("/run/cloudfs")
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/cloudfs-{os.geteuid()}"
-    return Path(base) / "cloudfs"
-
-
-def pid_file(mountpoint: str) -> Path:
-    """The pid file of the mount at ``mountpoint``, an already resolved path.
-
-    (Resolving it here would stat the mountpoint, which the mounting process
-    itself must not do before it serves requests.)
-    """
-    digest = hashlib.sha256(mountpoint.encode()).hexdigest()[:16]
-    return runtime_dir() / f"{digest}.pid"
-
-
-def control_socket(mountpoint: str) -> Path:
-    """The control socket of the mount at ``mountpoint`` (see ``cloudfs.control``)."""
-    return pid_file(mountpoint).with_suffix(".sock")
+from cloudfs.control.paths import control_socket as control_socket
+from cloudfs.control.paths import pid_file
 
 
 def write_pid(mountpoint: str) -> Path:

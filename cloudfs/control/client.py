@@ -7,7 +7,8 @@ import socket
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from cloudfs.cli import runtime
+from cloudfs import mountinfo
+from cloudfs.control import paths
 from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
 from cloudfs.errors import FsError, StartupError, UsageError
 
@@ -16,17 +17,13 @@ def mountpoint_of(path: str) -> str:
     """The CloudFS mount holding ``path`` (the deepest one), or a ``UsageError``."""
     real = os.path.realpath(path)
     best = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fields = left.split()
-            fstype = right.split()[0] if right else ""
-            if len(fields) < 5 or fstype != "fuse.cloudfs":
-                continue
-            mnt = fields[4].replace("\\040", " ").replace("\\134", "\\")
-            inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-            if inside and (best is None or len(mnt) > len(best)):
-                best = mnt
+    for mount in mountinfo.read():
+        mnt = mount.mount_point
+        if mount.fs_type != "fuse.cloudfs":
+            continue
+        inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+        if inside and (best is None or len(mnt) > len(best)):
+            best = mnt
     if best is None:
         raise UsageError(f"{path} is not on a CloudFS mount")
     return best
@@ -38,7 +35,7 @@ def call(mountpoint: str, request: Message, *, timeout: float) -> Iterator[Messa
     ``timeout`` bounds the wait for each line. The final line's error becomes an
     ``FsError`` with the server's errno.
     """
-    path = runtime.control_socket(mountpoint)
+    path = paths.control_socket(mountpoint)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:

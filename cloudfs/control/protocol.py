@@ -1,7 +1,7 @@
 """The control channel between CLI commands and a running mount.
 
-``cloudfs warmup``, ``cloudfs stats`` (and later ``cloudfs flush``) talk to the
-mount process over a UNIX socket next to its pid file (``runtime.control_socket``),
+``cloudfs warmup``, ``cloudfs stats`` and ``cloudfs flush`` talk to the mount
+process over a UNIX socket next to its pid file (``paths.control_socket``),
 created with mode 0600: only the user who mounted may use it.
 
 One request per connection: the client sends one JSON object on one line

@@ -61,7 +61,7 @@ def test_events_then_result_and_owner_only_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "m.sock"
-    monkeypatch.setattr(client.runtime, "control_socket", lambda mountpoint: path)
+    monkeypatch.setattr(client.paths, "control_socket", lambda mountpoint: path)
 
     def check() -> None:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -74,7 +74,7 @@ def test_events_then_result_and_owner_only_socket(
 
 def test_errors_carry_their_errno(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "m.sock"
-    monkeypatch.setattr(client.runtime, "control_socket", lambda mountpoint: path)
+    monkeypatch.setattr(client.paths, "control_socket", lambda mountpoint: path)
 
     def check() -> None:
         for request, code in [
@@ -95,7 +95,7 @@ def test_errors_carry_their_errno(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_no_server_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client.runtime, "control_socket", lambda mountpoint: tmp_path / "none")
+    monkeypatch.setattr(client.paths, "control_socket", lambda mountpoint: tmp_path / "none")
     with pytest.raises(client.StartupError, match="does not answer"):
         client.result("/mnt", {"op": "echo"})
 
@@ -105,7 +105,7 @@ def test_a_silent_server_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(path))
     listener.listen(1)
-    monkeypatch.setattr(client.runtime, "control_socket", lambda mountpoint: path)
+    monkeypatch.setattr(client.paths, "control_socket", lambda mountpoint: path)
     try:
         with pytest.raises(client.StartupError, match="no answer within"):
             client.result("/mnt", {"op": "echo"}, timeout=0.3)
