@@ -1,7 +1,7 @@
 """Errno-carrying exceptions shared by every layer.
 
 Every layer raises a subclass of :class:`FsError`; only the FUSE adapter turns
-them into ``pyfuse3.FUSEError`` (see ``cloudfs/fuse/errno_map.py``). The CLI turns
+them into ``pyfuse3.FUSEError`` (see ``cloudfs/fuse/operations.py``). The CLI turns
 :class:`UsageError` and :class:`FsError` into a one-line message and an exit code.
 """
 
