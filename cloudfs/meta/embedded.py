@@ -10,14 +10,22 @@ changes meanwhile (over etcd, the lock is shared by every tree server:
 ``ns_lock``). Reads (lookup, getattr, readdir) and attribute updates
 never wait for that lock. The price: namespace changes in one process run one
 at a time, including their UFS round trip. Training workloads mostly read.
+
+With ``revalidate`` (the mount and the tree service turn it on), lookups and
+readdirs of a directory listed before are answered from its listing even past
+the TTL while it is listed again in the background (``loader``). What a
+listing changes is queued for ``changes()``: an ``EmbeddedMeta`` is a
+``ChangeSource``, so the mount's ``Invalidator`` can drop it from the kernel.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from cloudfs.config import MountConfig
+from cloudfs.meta.change_queue import ChangeQueue
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.server import (
     ops_attr,
     ops_create,
@@ -55,6 +63,11 @@ class EmbeddedMeta:
             sessions (``ops_session``) and survive a restart of this process.
         ns_mutex: the engine's cross-server lock of this tree (``SharedKV.mutex``),
             when other tree servers change it too.
+        revalidate: serve a listing older than ``ttl`` to readers at once while
+            listing the directory again behind them (stale-while-revalidate), in
+            up to ``background_listings`` threads; ``close`` stops them.
+        on_listing_change: where what a UFS listing changed goes (it must not
+            block); by default to this Meta's own queue, read by ``changes()``.
     """
 
     def __init__(
@@ -70,6 +83,9 @@ class EmbeddedMeta:
         clock: Callable[[], int] = time.time_ns,
         shared: bool = False,
         ns_mutex: Mutex | None = None,
+        revalidate: bool = False,
+        background_listings: int = 4,
+        on_listing_change: Callable[[Invalidation], None] | None = None,
     ) -> None:
         settings = TreeSettings(
             ttl_ns=ttl * 1e9,
@@ -80,7 +96,14 @@ class EmbeddedMeta:
         )
         self._ctx = TreeContext(engine, store, settings, clock)
         self._ns_lock = NamespaceLock(ns_mutex)
-        self._loader = DirectoryLoader(self._ctx, self._ns_lock)
+        self._changes = ChangeQueue()
+        self._loader = DirectoryLoader(
+            self._ctx,
+            self._ns_lock,
+            revalidate=revalidate,
+            background_listings=background_listings,
+            on_change=on_listing_change or self._changes.put,
+        )
         init_volume(self._ctx, shared=shared)
 
     def _fresh_child_dir(self, parent: InodeId, name: bytes) -> None:
@@ -92,16 +115,17 @@ class EmbeddedMeta:
             self._loader.ensure_fresh(ino)
 
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
-        validate_name(name)
-        found = ops_read.lookup_if_fresh(self._ctx, parent, name, self._loader.is_fresh)
+        found = self.lookup_if_listed(parent, name)  # validates the name
         if found is not None:
             return found
-        self._loader.ensure_fresh(parent)  # the parent is due for a listing
+        self._loader.ensure_fresh(parent)  # the parent must be listed first
         return ops_read.lookup(self._ctx, parent, name)
 
     def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
         validate_name(name)
-        return ops_read.lookup_if_fresh(self._ctx, parent, name, self._loader.is_fresh)
+        return ops_read.lookup_if_fresh(
+            self._ctx, parent, name, lambda rec: self._loader.servable(parent, rec)
+        )
 
     def getattr(self, inode: InodeId) -> Attr:
         return ops_read.getattr(self._ctx, inode)
@@ -110,7 +134,7 @@ class EmbeddedMeta:
         return ops_attr.setattr(self._ctx, inode, changes)
 
     def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
-        self._loader.ensure_fresh(inode)
+        self._loader.ensure_listed(inode)
         return ops_read.readdir(self._ctx, inode, after, limit)
 
     def create(
@@ -212,7 +236,24 @@ class EmbeddedMeta:
         with self._ns_lock:
             return ops_attr.commit_pending(self._ctx, inode, size, mtime_ns)
 
+    def changes(self) -> Iterator[Invalidation]:
+        """What UFS listings changed, as they commit (``ChangeSource``); ends at ``close``.
+
+        Yields ``Invalidation(lost=True)`` once when changes were dropped
+        because nobody read them in time. Nothing comes when the Meta was
+        built with ``on_listing_change``.
+        """
+        return self._changes.changes()
+
+    @property
+    def loader(self) -> DirectoryLoader:
+        """The directory loader (tests wait on its background re-lists)."""
+        return self._loader
+
     def close(self) -> None:
+        """Stop the background listings, end ``changes()``, then close the engine."""
+        self._loader.close()
+        self._changes.close()
         self._ctx.kv.close()
 
 
@@ -226,4 +267,5 @@ def open_embedded(lmdb_dir: str, store: ObjectStore, config: MountConfig) -> Emb
         default_gid=config.default_gid,
         file_mode=config.file_mode,
         dir_mode=config.dir_mode,
+        revalidate=True,
     )

@@ -16,21 +16,35 @@ changed, ``bump``), the listing is taken again. The last try holds the
 namespace lock throughout, so it always finishes. Lock order: directory lock,
 then namespace lock; never the reverse (mutations make directories fresh
 before taking the namespace lock).
+
+Stale-while-revalidate (``revalidate``): reads (``ensure_listed``, and the
+``servable`` check of a lookup) of a directory listed before are answered
+from its listing even past the TTL, while ``BackgroundRelister`` lists it
+again behind them; only a directory never listed, or one whose background
+re-lists have kept failing for several TTLs, makes its reader wait.
+Namespace changes still wait for a fresh listing (``ensure_fresh``): they
+must not act on a stale view of the UFS. With a TTL of 0 every access waits.
+
+Every merge that changed something a kernel may have cached is reported to
+``on_change`` (an ``Invalidation``) after it commits.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from cloudfs.errors import RemoteIOError
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.server import tree
 from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.context import TreeContext
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.locks import KeyedLocks
 from cloudfs.meta.server.ns_lock import NamespaceLock
+from cloudfs.meta.server.relister import BackgroundRelister
 from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
 
 OPTIMISTIC_TRIES = 2
@@ -39,14 +53,51 @@ RETRY_AFTER_FAILURE_NS = 5_000_000_000
 log = logging.getLogger(__name__)
 
 
+def _ignore(_: Invalidation) -> None:
+    pass
+
+
 class DirectoryLoader:
-    def __init__(self, ctx: TreeContext, ns_lock: NamespaceLock) -> None:
+    """Lists directories of the tree ``ctx`` from its UFS when they are due.
+
+    Args:
+        revalidate: serve stale listings to readers while re-listing them in
+            the background, in up to ``background_listings`` threads.
+        on_change: told what each merge changed (called after its commit, in
+            the listing thread; it must not block).
+    """
+
+    def __init__(
+        self,
+        ctx: TreeContext,
+        ns_lock: NamespaceLock,
+        *,
+        revalidate: bool = False,
+        background_listings: int = 4,
+        on_change: Callable[[Invalidation], None] = _ignore,
+    ) -> None:
         self._ctx = ctx
         self._ns_lock = ns_lock
+        self._on_change = on_change
         self._dir_locks = KeyedLocks()
         self._guard = threading.Lock()
         self._moved: dict[int, int] = {}  # directory being listed -> moves seen
         self._retry_at: dict[int, int] = {}  # directory whose listing failed -> next try
+        self._relister: BackgroundRelister | None = None
+        if revalidate and ctx.settings.ttl_ns > 0:
+            self._relister = BackgroundRelister(
+                self._relist, ctx.clock, ctx.settings.ttl_ns, workers=background_listings
+            )
+
+    @property
+    def relister(self) -> BackgroundRelister | None:
+        """The background re-lists (None without ``revalidate``)."""
+        return self._relister
+
+    def close(self) -> None:
+        """Stop the background re-lists (before the KV engine closes)."""
+        if self._relister is not None:
+            self._relister.close()
 
     def bump(self, *inos: int | None) -> None:
         """Record that these directories moved: a listing of them is taken again."""
@@ -64,6 +115,23 @@ class DirectoryLoader:
     def is_fresh(self, rec: InodeRecord) -> bool:
         """Whether the directory of record ``rec`` was listed within the TTL."""
         return not self._ctx.settings.is_stale(rec.loaded_at_ns, self._ctx.clock())
+
+    def servable(self, ino: int, rec: InodeRecord) -> bool:
+        """Whether a reader may be answered from directory ``ino``'s listing ``rec`` now.
+
+        Fresh: yes. Stale but listed before, with ``revalidate``: yes, and a
+        background re-list is queued (unless its re-lists keep failing).
+        """
+        if self._relister is None or rec.loaded_at_ns == 0:
+            return self.is_fresh(rec)
+        return self._relister.served(ino, rec.loaded_at_ns)
+
+    def ensure_listed(self, ino: int) -> None:
+        """For a reader: ``ensure_fresh``, unless the old listing may be served meanwhile."""
+        with self._ctx.kv.transaction(write=False) as txn:
+            rec = tree.load_dir(txn, ino)
+        if not self.servable(ino, rec):
+            self.ensure_fresh(ino)
 
     def _snapshot(self, ino: int) -> tuple[str, bytes | None]:
         """Directory ``ino``'s UFS key and change token."""
@@ -83,22 +151,36 @@ class DirectoryLoader:
         with self._guard:
             if self._retry_at.get(ino, 0) > self._ctx.clock():
                 return
+        try:
+            loaded_at = self._load(ino)
+        except RemoteIOError as e:
+            if not self._listed_before(ino):
+                raise
+            log.warning("listing directory %d failed, serving the last listing: %s", ino, e)
+            with self._guard:
+                self._retry_at[ino] = self._ctx.clock() + RETRY_AFTER_FAILURE_NS
+            return
+        if self._relister is not None:
+            self._relister.listed(ino, loaded_at)
+
+    def _load(self, ino: int) -> int:
+        """List directory ``ino`` if still stale once its lock is held (raises ``FsError``).
+
+        Returns when it was listed last (ns)."""
         with self._dir_locks.hold(ino):
-            try:
-                for attempt in range(OPTIMISTIC_TRIES + 1):
-                    if not self.stale(ino):
-                        return
-                    final = attempt == OPTIMISTIC_TRIES
-                    if self._try_load(ino, final):
-                        with self._guard:
-                            self._retry_at.pop(ino, None)
-                        return
-            except RemoteIOError as e:
-                if not self._listed_before(ino):
-                    raise
-                log.warning("listing directory %d failed, serving the last listing: %s", ino, e)
-                with self._guard:
-                    self._retry_at[ino] = self._ctx.clock() + RETRY_AFTER_FAILURE_NS
+            for attempt in range(OPTIMISTIC_TRIES + 1):
+                if not self.stale(ino):
+                    break
+                if self._try_load(ino, final=attempt == OPTIMISTIC_TRIES):
+                    break
+        with self._guard:
+            self._retry_at.pop(ino, None)
+        with self._ctx.kv.transaction(write=False) as txn:
+            return tree.load_dir(txn, ino).loaded_at_ns
+
+    def _relist(self, ino: int) -> int:
+        """The background re-list of ``ino`` (``BackgroundRelister``); when it was listed."""
+        return self._load(ino)
 
     def _listed_before(self, ino: int) -> bool:
         with self._ctx.kv.transaction(write=False) as txn:
@@ -113,15 +195,20 @@ class DirectoryLoader:
                 before = self._snapshot(ino)
                 listing = list_directory(self._ctx.store, before[0])
                 with self._ns_lock:
+                    if self._relister is not None and self._relister.closed:
+                        return True  # closing: the engine may be gone, drop the listing
                     with self._guard:
                         moved = self._moved[ino] != 0
                     if not final and (moved or self._snapshot(ino) != before):
                         return False  # changed while listed: the listing may be stale
                     now, settings = self._ctx.clock(), self._ctx.settings
-                    write_txn(
+                    seen = write_txn(
                         self._ctx.kv,
                         lambda txn: merge_listing(txn, ino, listing, now, settings),
                     )
+                    change = seen.to_invalidation()
+                    if change is not None:
+                        self._on_change(change)
                     return True
             finally:
                 with self._guard:

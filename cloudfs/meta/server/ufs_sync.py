@@ -16,21 +16,27 @@ merge then runs in a single write transaction however large the directory
   hard-link names, and files created through the mount but not uploaded yet;
 * so are files whose newer bytes wait in the write-back journal (``pending``);
 * a name that is both an object and a prefix is a directory.
+
+The merge also says what a kernel that cached the old state must forget
+(``MergeChanges``, an ``Invalidation``): files whose ETag or size changed,
+names that went away, names that came (a cached negative lookup) unless the
+directory was never listed, and the directory itself when its entries changed.
 """
 
 from __future__ import annotations
 
 import logging
 import stat
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.server import tree
 from cloudfs.meta.server.codec import InodeRecord
 from cloudfs.meta.server.kv import KVTxn
 from cloudfs.meta.server.names import is_valid_name, str_to_name
 from cloudfs.meta.server.settings import TreeSettings
 from cloudfs.meta.server.store_calls import call_store
-from cloudfs.types import ObjectInfo
+from cloudfs.types import InodeId, ObjectInfo
 from cloudfs.ufs.interface import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -38,6 +44,23 @@ log = logging.getLogger(__name__)
 # name -> the object for a file, None for a directory.
 Listing = dict[bytes, ObjectInfo | None]
 LIST_PAGE_SIZE = 1000
+
+
+@dataclass
+class MergeChanges:
+    """What one merge changed that a kernel may have cached."""
+
+    inodes: set[int] = field(default_factory=set)
+    entries: set[tuple[int, bytes]] = field(default_factory=set)  # (parent, name)
+
+    def to_invalidation(self) -> Invalidation | None:
+        """The changes as an ``Invalidation`` (None when nothing changed)."""
+        if not self.inodes and not self.entries:
+            return None
+        return Invalidation(
+            inodes=tuple(InodeId(i) for i in sorted(self.inodes)),
+            entries=tuple((InodeId(p), n) for p, n in sorted(self.entries)),
+        )
 
 
 def _entry_name(base: str, key: str) -> bytes | None:
@@ -107,15 +130,20 @@ def new_record(
     )
 
 
-def prune(txn: KVTxn, dir_ino: int, now: int) -> bool:
-    """Drop a vanished directory's ufs-backed, unopened contents; True if it is now empty."""
+def prune(txn: KVTxn, dir_ino: int, now: int, seen: MergeChanges | None = None) -> bool:
+    """Drop a vanished directory's ufs-backed, unopened contents; True if it is now empty.
+
+    ``seen`` collects the names dropped."""
+    seen = MergeChanges() if seen is None else seen
     for name, ino in tree.children(txn, dir_ino):
         rec = tree.load(txn, ino)
         if stat.S_ISDIR(rec.mode):
-            if rec.ufs and prune(txn, ino, now):
+            if rec.ufs and prune(txn, ino, now, seen):
                 tree.remove_dir_entry(txn, dir_ino, name, ino)
+                seen.entries.add((dir_ino, name))
         elif _removable_file(txn, dir_ino, name, ino, rec):
             tree.drop_name(txn, dir_ino, name, ino, rec, now)
+            seen.entries.add((dir_ino, name))
     return not tree.has_children(txn, dir_ino)
 
 
@@ -141,6 +169,7 @@ def _reconcile(
     info: ObjectInfo | None,
     now: int,
     s: TreeSettings,
+    seen: MergeChanges,
 ) -> int:
     """Bring one existing entry in line with the listing; returns the subdirectory delta."""
     rec = tree.load(txn, ino)
@@ -150,7 +179,7 @@ def _reconcile(
     if is_dir:
         if listed and info is None:
             return 0
-        if not prune(txn, ino, now):
+        if not prune(txn, ino, now, seen):
             return 0
         tree.remove_dir_entry(txn, dir_ino, name, ino, adjust_parent=False)
         return -1 + (_add(txn, dir_ino, name, info, now, s) if listed else 0)
@@ -161,6 +190,7 @@ def _reconcile(
                 ino,
                 replace(rec, size=info.size, mtime_ns=info.mtime_ns, etag=info.etag, ctime_ns=now),
             )
+            seen.inodes.add(ino)
         return 0
     if tree.open_count(txn, ino) > 0:
         return 0
@@ -174,9 +204,12 @@ def merge_listing(
     listing: Listing,
     now: int,
     settings: TreeSettings,
-) -> None:
-    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``."""
-    tree.load_dir(txn, dir_ino)
+) -> MergeChanges:
+    """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``.
+
+    Returns what a kernel that cached the directory must forget."""
+    listed_before = tree.load_dir(txn, dir_ino).loaded_at_ns != 0
+    seen = MergeChanges()
     existing = dict(tree.children(txn, dir_ino))
     delta = 0
     changed = False
@@ -190,12 +223,18 @@ def merge_listing(
             tree.add_name(txn, dir_ino, name, ino)
             delta += 1 if info is None else 0
             ino += 1
+            if listed_before:  # a kernel may hold a negative entry for the name
+                seen.entries.add((dir_ino, name))
     for name, ino in existing.items():
         listed = name in listing
-        delta += _reconcile(txn, dir_ino, name, ino, listed, listing.get(name), now, settings)
-        changed = changed or tree.child(txn, dir_ino, name) != ino
+        delta += _reconcile(txn, dir_ino, name, ino, listed, listing.get(name), now, settings, seen)
+        if tree.child(txn, dir_ino, name) != ino:
+            changed = True
+            seen.entries.add((dir_ino, name))
     rec = tree.load(txn, dir_ino)
     rec = replace(rec, loaded_at_ns=now, nlink=max(2, rec.nlink + delta))
     if changed:
         rec = replace(rec, mtime_ns=now, ctime_ns=now)
+        seen.inodes.add(dir_ino)
     tree.save(txn, dir_ino, rec)
+    return seen

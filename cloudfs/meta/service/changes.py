@@ -10,6 +10,11 @@ size, times, ETag, mode...) and directory entries added or removed (``D``
 keys). A change carries the session that caused it (``origin``, set per
 request thread by the server), so its own mount can skip it.
 
+A UFS listing merged for one mount's call is that mount's commit too, so it
+would not hear of it; the tree tells it explicitly (``listing_changed``,
+``ChangeFeed.publish_to``). Listings merged in the background run in no
+session and reach every mount.
+
 Subscribers get a bounded queue each; one that falls ``QUEUE_LIMIT`` changes
 behind is told it lost some (``Change.lost``) and starts over, instead of
 the server buffering without bound.
@@ -29,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.server import codec
 from cloudfs.meta.server.kv import KVEngine, KVTxn
 
@@ -95,6 +101,16 @@ class ChangeFeed:
             except queue.Full:
                 sub.lost = True
 
+    def publish_to(self, session: str, change: Change) -> None:
+        """Publish ``change`` to the subscribers of ``session`` only."""
+        with self._lock:
+            subscribers = [sub for sub in self._subscribers if sub.session == session]
+        for sub in subscribers:
+            try:
+                sub.changes.put_nowait(change)
+            except queue.Full:
+                sub.lost = True
+
     def lose(self) -> None:
         """Tell every subscriber that changes were lost (it forgets what it cached)."""
         with self._lock:
@@ -103,6 +119,18 @@ class ChangeFeed:
             sub.lost = True
             with suppress(queue.Full):
                 sub.changes.put_nowait(Change())
+
+
+def listing_changed(feed: ChangeFeed, change: Invalidation) -> None:
+    """A UFS listing of the tree of ``feed`` changed what mounts may have cached.
+
+    Its commit reached every mount through ``WatchedKV`` (or the etcd watch)
+    but the one whose call took the listing in the foreground: its own commits
+    are not sent back to it. Tell that one here.
+    """
+    session = current_session()
+    if session:
+        feed.publish_to(session, Change(frozenset(change.inodes), frozenset(change.entries)))
 
 
 def change_of(keys: set[bytes], origin: str) -> Change | None:

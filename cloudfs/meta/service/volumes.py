@@ -10,6 +10,10 @@ share a server and its engine without sharing inodes.
 Deleting a volume deletes its tree in batches, then its record; the UFS keeps
 every object. Thread-safe.
 
+Trees serve stale listings while re-listing them in the background
+(``revalidate``); what a listing changes reaches the mounts' change streams
+like their own commits (``changes.listing_changed``).
+
 Over a shared engine (etcd, several tree servers), each tree takes the
 engine's cross-server namespace lock (``ns_lock``), and a ``ChangePump``
 brings the other servers' commits to this server's change feeds.
@@ -23,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
@@ -31,7 +36,7 @@ from cloudfs.meta.server.kv import KVEngine, KVTxn, SharedKV
 from cloudfs.meta.server.kv_prefixed import PrefixedKV
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.service.change_pump import ChangePump
-from cloudfs.meta.service.changes import ChangeFeed, WatchedKV
+from cloudfs.meta.service.changes import ChangeFeed, WatchedKV, listing_changed
 from cloudfs.ufs.interface import ObjectStore
 
 VOLUME_PREFIX = b"V:"
@@ -162,6 +167,8 @@ class Volumes:
             clock=self._clock,
             shared=True,
             ns_mutex=mutex,
+            revalidate=True,
+            on_listing_change=partial(listing_changed, feed),
         )
 
     def close(self) -> None:
