@@ -4,8 +4,18 @@ Each file is a 16-byte header (magic ``CFB1``, crc32 of the payload, payload
 length) followed by the payload. Writes go to a temp file in the same
 directory and are renamed into place, so a reader sees the old file, the new
 file, or none -- never half of one. Nothing is fsync'd: after a crash a
-renamed-but-unflushed file may be empty or torn, and the crc32 checked on
-*every* read turns that (and any bit rot) into a miss.
+renamed-but-unflushed file may be empty or torn.
+
+Checked once, then trusted while unchanged: ``read_verified`` reads a whole
+file and checks its crc32, and returns the file's ``Stamp`` (device, inode,
+size, mtime, ctime) as it was when read; ``write_block`` returns the stamp
+of the file it wrote. ``read_trusted`` then reads any byte range of that file
+without a checksum, after one ``fstat`` that must show the same stamp: a file
+replaced, truncated, rewritten or touched since is refused (the caller checks
+it whole again), so a damaged file is never served. A first read after a
+restart (a new process knows no stamps) always checks the whole file.
+zlib's crc32 runs at ~4 GiB/s here (benchmarks/RESULTS-reads.md): checking
+once, the crc is no longer worth a native dependency or a format change.
 """
 
 from __future__ import annotations
@@ -30,24 +40,49 @@ def check_key(key: str) -> None:
         raise ValueError(f"invalid block key {key!r}")
 
 
-def write_block(path: str, tmp: str, data: bytes) -> None:
-    """Write ``data`` to ``tmp`` (creating its directory if needed), then rename it to ``path``."""
+Stamp = tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def write_block(path: str, tmp: str, data: bytes) -> Stamp:
+    """Write ``data`` to ``tmp`` (creating its directory if needed), rename it to ``path``.
+
+    Returns the stamp of the file written (taken after the rename, which may change ctime).
+    """
     header = _HEADER.pack(_MAGIC, zlib.crc32(data), len(data))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        f = open(tmp, "wb")  # noqa: SIM115 - retried below after creating the directory
+        fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(tmp), exist_ok=True)
-        f = open(tmp, "wb")  # noqa: SIM115
-    with f:
-        f.write(header)
-        f.write(data)
-    os.replace(tmp, path)
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        _write_all(fd, [header, data])
+        os.replace(tmp, path)
+        return stamp_of(os.fstat(fd))
+    finally:
+        os.close(fd)
 
 
-def read_verified(path: str) -> bytes | None:
-    """The payload of a block file, or None if it is missing, torn or corrupt."""
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    views = [memoryview(p) for p in parts if p]
+    while views:
+        n = os.writev(fd, views)
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if views and n:
+            views[0] = views[0][n:]
+
+
+def read_verified(path: str) -> tuple[bytes, Stamp] | None:
+    """The payload of a block file and its stamp, or None if it is missing, torn or corrupt."""
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
             header = f.read(HEADER_SIZE)
             if len(header) != HEADER_SIZE:
                 _report_corrupt(path, "short header")
@@ -56,7 +91,7 @@ def read_verified(path: str) -> bytes | None:
             if magic != _MAGIC:
                 _report_corrupt(path, "bad magic")
                 return None
-            if os.fstat(f.fileno()).st_size != HEADER_SIZE + length:
+            if st.st_size != HEADER_SIZE + length:
                 _report_corrupt(path, "wrong length")
                 return None
             data = f.read(length)
@@ -68,7 +103,33 @@ def read_verified(path: str) -> bytes | None:
     if len(data) != length or zlib.crc32(data) != crc:
         _report_corrupt(path, "checksum mismatch")
         return None
-    return data
+    return data, stamp_of(st)
+
+
+def read_trusted(path: str, stamp: Stamp, offset: int, length: int) -> bytes | None:
+    """Payload bytes ``[offset, offset + length)`` of a file checked earlier, unchecked.
+
+    None if the file is gone or no longer carries ``stamp`` (changed since it
+    was checked: the caller must check it whole again). Short at the payload's end.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("disk cache: cannot open %s: %s", path, exc)
+        return None
+    try:
+        if stamp_of(os.fstat(fd)) != stamp:
+            return None
+        length = max(0, min(length, stamp[2] - HEADER_SIZE - offset))
+        data = os.pread(fd, length, HEADER_SIZE + offset)
+    except OSError as exc:
+        log.warning("disk cache: cannot read %s: %s", path, exc)
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == length else None
 
 
 def unlink_quietly(path: str) -> None:

@@ -6,8 +6,12 @@ split evenly between them.
 
 Why this shape:
 
-* The crc32 of ``blockfile`` is checked on *every* read: a torn, truncated or
-  rotten file is a miss; the file is deleted and the block fetched again.
+* The crc32 of ``blockfile`` is checked the first time this process reads a
+  block file (a block it wrote itself was checked as it was written); after
+  that the file is trusted while its stamp (inode, size, mtime, ctime) is
+  unchanged, and ``read_range`` serves any sub-range with one ``pread``, no
+  whole-block read. A torn, truncated, rotten or changed-and-damaged file is
+  a miss; the file is deleted and the block fetched again.
 * The index lives in memory and is rebuilt at start-up by scanning the
   directories (oldest mtime first), so a remount starts warm. Headers are not
   read during the scan (start-up stays O(files)); damage is found on first use.
@@ -48,7 +52,9 @@ from cloudfs.cache.blockfile import (
     HEADER_SIZE,
     KEY_RE,
     TMP_SUFFIX,
+    Stamp,
     check_key,
+    read_trusted,
     read_verified,
     unlink_quietly,
     write_block,
@@ -100,6 +106,7 @@ class DiskBlockCache:
         self._min_free = min_free_ratio
         self._statvfs = statvfs
         self._lock = threading.Lock()
+        self._verified: dict[str, Stamp] = {}  # blocks checked in this process, and their files
         self._counters = TierCounters(metrics, tier, share * len(directories))
         for shard in self._shards:
             os.makedirs(shard.directory, exist_ok=True)
@@ -119,20 +126,46 @@ class DiskBlockCache:
         return os.path.join(self._shard(key).directory, key[:2], key)
 
     def get(self, key: str, size_hint: int = 0) -> bytes | None:
+        return self._read(key, 0, None, size_hint)
+
+    def read_range(self, key: str, offset: int, length: int, size_hint: int = 0) -> bytes | None:
+        """Bytes ``[offset, offset + length)`` of the block, short at its end; None: a miss.
+
+        A block checked before in this process is read with one ``pread`` of the
+        range; otherwise the whole file is checked first (and trusted from then on).
+        """
+        if offset < 0 or length < 0:
+            raise ValueError(f"bad range {offset}+{length}")
+        return self._read(key, offset, length, size_hint)
+
+    def _read(self, key: str, offset: int, length: int | None, size_hint: int) -> bytes | None:
         path = self.path_of(key)
         shard = self._shard(key)
         with self._lock:
             self._admission.record(key)
-            if key not in shard.index:
+            size = shard.index.get(key)
+            if size is None:
                 self._counters.miss(size_hint)
                 return None
             shard.index.move_to_end(key)
-        data = read_verified(path)
+            stamp = self._verified.get(key)
+        if length is None:
+            length = size - HEADER_SIZE - offset
+        data = None if stamp is None else read_trusted(path, stamp, offset, length)
+        checked = None
+        if data is None:
+            checked = read_verified(path)
+            if checked is not None:
+                whole = checked[0]
+                exact = offset == 0 and length >= len(whole)
+                data = whole if exact else whole[offset : offset + length]
         with self._lock:
             if data is None:
                 self._drop(shard, key, evicted=False)
                 self._counters.miss(size_hint)
                 return None
+            if checked is not None and key in shard.index:
+                self._verified[key] = checked[1]
             self._counters.hit(len(data))
             return data
 
@@ -147,13 +180,17 @@ class DiskBlockCache:
                 return
             self._make_room(shard, size)  # before writing: the directory never holds more
             shard.reserved += size
-        written = False
+        written: Stamp | None = None
         try:
-            written = self._free_space_for(shard, size) and self._write(key, path, data)
+            if self._free_space_for(shard, size):
+                written = self._write(key, path, data)
         finally:
             with self._lock:
                 shard.reserved -= size
-                if written:
+                if written is None:
+                    self._verified.pop(key, None)  # the old file may have been replaced
+                else:
+                    self._verified[key] = written
                     old = shard.index.pop(key, None)
                     if old is not None:
                         shard.bytes -= old
@@ -162,16 +199,15 @@ class DiskBlockCache:
                     shard.bytes += size
                     self._counters.added(size)
 
-    def _write(self, key: str, path: str, data: bytes) -> bool:
-        """Write a block file (no lock held); False if the disk refused it."""
+    def _write(self, key: str, path: str, data: bytes) -> Stamp | None:
+        """Write a block file (no lock held); its stamp, or None if the disk refused it."""
         tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
         try:
-            write_block(path, tmp, data)
+            return write_block(path, tmp, data)
         except OSError as exc:
             log.warning("disk cache: cannot write block %s: %s", key, exc)
             unlink_quietly(tmp)
-            return False
-        return True
+            return None
 
     def discard(self, key: str) -> None:
         self.path_of(key)  # validates the key
@@ -231,6 +267,7 @@ class DiskBlockCache:
             self._drop(shard, next(iter(shard.index)), evicted=True)
 
     def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:
+        self._verified.pop(key, None)
         size = shard.index.pop(key, None)
         if size is None:
             return

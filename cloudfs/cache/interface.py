@@ -18,6 +18,9 @@ Semantics:
   ``size_hint`` (the expected block length) feeds the miss-bytes counter.
 * ``put`` is idempotent and best-effort: a tier may decline a block (larger
   than its capacity, disk full) without raising. It may evict other blocks.
+* ``read_range`` is ``get`` of a part of the block (short at its end), with
+  the same guarantee: the disk tier reads just the range from a block file it
+  checked before in this process. Counts a hit (the bytes returned) or a miss.
 * ``discard`` is idempotent; discarding a missing key is not an error.
 * ``contains`` is a cheap index check that counts nothing (used by prefetch
   to skip blocks already held).
@@ -52,6 +55,10 @@ class BlockTier(Protocol):
 
     def get(self, key: str, size_hint: int = 0) -> bytes | None:
         """The block stored under ``key``, or ``None`` (counted as a miss)."""
+        ...
+
+    def read_range(self, key: str, offset: int, length: int, size_hint: int = 0) -> bytes | None:
+        """Bytes ``[offset, offset + length)`` of the block under ``key``, or ``None``."""
         ...
 
     def put(self, key: str, data: bytes) -> None:

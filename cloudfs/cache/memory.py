@@ -54,6 +54,14 @@ class MemoryBlockCache:
             self._counters.hit(len(data))
             return data
 
+    def read_range(self, key: str, offset: int, length: int, size_hint: int = 0) -> bytes | None:
+        data = self.get(key, size_hint)
+        if data is None:
+            return None
+        if offset == 0 and length >= len(data):
+            return data
+        return data[offset : offset + length]
+
     def put(self, key: str, data: bytes) -> None:
         data = bytes(data)  # no copy for bytes; freezes bytearray/memoryview
         if len(data) > self._capacity:

@@ -66,11 +66,14 @@ def test_restart_with_smaller_capacity_evicts_oldest(tmp_path: Path) -> None:
     assert not os.path.exists(first.path_of(key(0)))
 
 
+@pytest.mark.parametrize("how", ["get", "range"])
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "header"])
-def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str) -> None:
+def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str, how: str) -> None:
     cache = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
     cache.put(key(1), b"q" * BLOCK)
+    assert cache.read_range(key(1), 10, 5) == b"q" * 5  # checked and trusted from now on
     path = cache.path_of(key(1))
+    mtime = os.stat(path).st_mtime_ns
     raw = bytearray(Path(path).read_bytes())
     if damage == "flip":
         raw[HEADER_SIZE + 50] ^= 0xFF
@@ -81,7 +84,13 @@ def test_corrupted_block_is_a_miss_and_deleted(tmp_path: Path, damage: str) -> N
     else:
         raw[0:4] = b"XXXX"
     Path(path).write_bytes(bytes(raw))
-    assert cache.get(key(1)) is None
+    # Damage in place is a change of the file: on kernels with coarse timestamps a
+    # write within the same tick as ours keeps mtime, so make the change visible.
+    os.utime(path, ns=(mtime + 1, mtime + 1))
+    if how == "get":
+        assert cache.get(key(1)) is None
+    else:
+        assert cache.read_range(key(1), 50, 10) is None
     assert not os.path.exists(path)
     assert not cache.contains(key(1))
     assert cache.stats().blocks == 0 and cache.stats().bytes == 0
@@ -215,3 +224,68 @@ def test_free_space_floor_declines_when_nothing_of_ours_is_left(tmp_path: Path) 
     cache.put(key(1), b"x" * BLOCK)
     assert not cache.contains(key(1))
     assert cache.get(key(1)) is None
+
+
+def _count_whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every whole-file checked read of the disk tier."""
+    import cloudfs.cache.disk as disk_module
+
+    calls: list[str] = []
+    real = disk_module.read_verified
+
+    def counting(path: str):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(disk_module, "read_verified", counting)
+    return calls
+
+
+def test_range_reads_are_checked_once_then_read_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _count_whole_reads(monkeypatch)
+    data = bytes(range(BLOCK))
+    DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics()).put(key(3), data)
+    metrics = Metrics()
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, metrics)  # a restart: nothing trusted
+    assert cache.read_range(key(3), 10, 20) == data[10:30]
+    assert len(whole) == 1, "the first read after a restart checks the whole file"
+    assert cache.read_range(key(3), 90, 50) == data[90:], "short at the block's end"
+    assert cache.read_range(key(3), 0, BLOCK) == data
+    assert cache.get(key(3)) == data
+    assert len(whole) == 1, "then ranges and gets are read in place, unchecked"
+    assert sample(metrics, "cloudfs_blockcache_hit_bytes_total") == 20 + 10 + 2 * BLOCK
+    cache.put(key(4), data)  # written by this process: checked as it was written
+    assert cache.read_range(key(4), 1, 2) == data[1:3]
+    assert len(whole) == 1
+    assert cache.read_range(key(9), 0, 10, size_hint=10) is None
+    assert cache.stats().misses == 1
+
+
+def test_a_block_file_replaced_since_its_check_is_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _count_whole_reads(monkeypatch)
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, Metrics())
+    cache.put(key(5), b"a" * BLOCK)
+    path = cache.path_of(key(5))
+    good = Path(path).read_bytes()
+    os.unlink(path)
+    Path(path).write_bytes(good)  # same bytes, another inode: no longer the file we checked
+    assert cache.read_range(key(5), 0, 4) == b"aaaa"
+    assert len(whole) == 1
+    assert cache.read_range(key(5), 4, 4) == b"aaaa"
+    assert len(whole) == 1, "the new file is trusted once checked"
+
+
+def test_evicted_or_discarded_blocks_lose_their_trust(tmp_path: Path) -> None:
+    cache = DiskBlockCache([str(tmp_path)], 2 * FILE, Metrics())
+    cache.put(key(1), b"x" * BLOCK)
+    cache.put(key(2), b"y" * BLOCK)
+    cache.put(key(3), b"z" * BLOCK)  # evicts key(1)
+    assert cache.read_range(key(1), 0, 1) is None
+    cache.discard(key(2))
+    assert cache.read_range(key(2), 0, 1) is None
+    with pytest.raises(ValueError):
+        cache.read_range(key(3), -1, 1)

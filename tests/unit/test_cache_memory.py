@@ -107,3 +107,15 @@ def test_thread_safety_keeps_accounting_consistent() -> None:
     held = [k for k in (f"k{i}" for i in range(200)) if cache.contains(k)]
     assert len(held) == stats.blocks
     assert sum(len(cache.get(k) or b"") for k in held) == stats.bytes
+
+
+def test_read_range_slices_the_block_and_counts_like_get() -> None:
+    cache = MemoryBlockCache(1000, Metrics())
+    cache.put("k", b"0123456789")
+    assert cache.read_range("k", 2, 3) == b"234"
+    assert cache.read_range("k", 8, 10) == b"89"
+    whole = cache.read_range("k", 0, 10)
+    assert whole == b"0123456789" and whole is cache.get("k")  # no copy of a whole block
+    assert cache.read_range("missing", 0, 1, size_hint=1) is None
+    stats = cache.stats()
+    assert (stats.hits, stats.misses) == (4, 1)
