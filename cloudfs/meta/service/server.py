@@ -41,6 +41,7 @@ META_SERVICE = "cloudfs.v1.MetaService"
 VOLUME_SERVICE = "cloudfs.v1.VolumeService"
 
 Call = Callable[[EmbeddedMeta, Any], Any]
+SessionCall = Callable[[EmbeddedMeta, Any, str], Any]  # also given the caller's session
 
 
 def _attr(result: Any) -> pb.AttrReply:
@@ -126,20 +127,6 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
         pb.InodeRequest, lambda m, r: m.object_key(InodeId(r.inode)),
         lambda v: pb.BytesReply(value=v.encode("utf-8", "surrogateescape")),
     ),
-    "Open": (
-        pb.InodeRequest, lambda m, r: m.open(InodeId(r.inode), changes.current_session()), _attr,
-    ),
-    "Release": (
-        pb.InodeRequest, lambda m, r: m.release(InodeId(r.inode), changes.current_session()),
-        _empty,
-    ),
-    "Heartbeat": (
-        pb.VolumeRef, lambda m, r: m.heartbeat(changes.current_session()),
-        lambda v: pb.HeartbeatReply(expires_ns=v),
-    ),
-    "EndSession": (
-        pb.VolumeRef, lambda m, r: m.end_session(changes.current_session()), _empty,
-    ),
     "CommitUpload": (
         pb.CommitUploadRequest,
         lambda m, r: m.commit_upload(InodeId(r.inode), r.size, r.mtime_ns, r.etag),
@@ -150,6 +137,18 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
         lambda m, r: m.commit_pending(InodeId(r.inode), r.size, r.mtime_ns),
         _attr,
     ),
+}  # fmt: skip
+
+
+# RPCs about the caller's own session (open counts, liveness): their Meta call
+# is given the session the call carries (``SESSION_KEY``).
+SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
+    "Open": (pb.InodeRequest, lambda m, r, s: m.open(InodeId(r.inode), s), _attr),
+    "Release": (pb.InodeRequest, lambda m, r, s: m.release(InodeId(r.inode), s), _empty),
+    "Heartbeat": (
+        pb.VolumeRef, lambda m, r, s: m.heartbeat(s), lambda v: pb.HeartbeatReply(expires_ns=v),
+    ),
+    "EndSession": (pb.VolumeRef, lambda m, r, s: m.end_session(s), _empty),
 }  # fmt: skip
 
 
@@ -179,6 +178,10 @@ def volume_from_pb(m: pb.Volume, *, created: bool = False) -> VolumeSpec:
 def _deleted(volumes: Volumes, name: str) -> pb.Empty:
     volumes.delete(name)
     return pb.Empty()
+
+
+def _sessionless(call: Call) -> SessionCall:
+    return lambda meta, request, session: call(meta, request)
 
 
 def _ignoring_context(fn: Callable[[Any], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
@@ -243,7 +246,11 @@ class TreeServer:
     def _meta_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         handlers = {}
         for name, (request_type, call, reply) in META_CALLS.items():
-            handlers[name] = self._unary(name, self._meta_call(call, reply), request_type)
+            handlers[name] = self._unary(
+                name, self._meta_call(_sessionless(call), reply), request_type
+            )
+        for name, (request_type, session_call, reply) in SESSION_CALLS.items():
+            handlers[name] = self._unary(name, self._meta_call(session_call, reply), request_type)
         handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
             self._watch,
             request_deserializer=pb.WatchRequest.FromString,
@@ -252,12 +259,12 @@ class TreeServer:
         return handlers
 
     def _meta_call(
-        self, call: Call, reply: Callable[[Any], Any]
+        self, call: SessionCall, reply: Callable[[Any], Any]
     ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
             session = dict(context.invocation_metadata()).get(SESSION_KEY, "")
-            with changes.origin(session):
-                return reply(call(self._volumes.tree(request.volume), request))
+            with changes.origin(session):  # the origin of the tree writes it makes (WatchedKV)
+                return reply(call(self._volumes.tree(request.volume), request, session))
 
         return handle
 
