@@ -62,6 +62,9 @@ class MountConfig:
     s3: S3Config
     meta_ttl: float = 5.0  # seconds before a listed directory is listed again
     read_only: bool = False
+    # "auto": dataset mode (the kernel skips open/flush/release) on read-only
+    # mounts where pyfuse3 allows it; "on": required; "off": never.
+    dataset_mode: str = "auto"
     allow_other: bool = False
     default_uid: int = 0
     default_gid: int = 0

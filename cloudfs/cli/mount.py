@@ -50,6 +50,16 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         )
     if args.write_mode not in mount_options.WRITE_MODES:
         raise UsageError(f"--write-mode must be one of {', '.join(mount_options.WRITE_MODES)}")
+    if args.dataset_mode not in mount_options.DATASET_MODES:
+        raise UsageError(f"--dataset-mode must be one of {', '.join(mount_options.DATASET_MODES)}")
+    if args.dataset_mode == "on" and not args.read_only:
+        raise UsageError("--dataset-mode on needs --read-only")
+    if args.meta_ttl is not None:
+        meta_ttl = parse_seconds(str(args.meta_ttl))
+    elif args.read_only and args.dataset_mode != "off":
+        meta_ttl = mount_options.META_TTL_DATASET_DEFAULT
+    else:
+        meta_ttl = mount_options.META_TTL_DEFAULT
     if args.cache_policy not in POLICIES:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     try:
@@ -91,8 +101,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         ),
         s3=s3,
         store_id=volume_id,
-        meta_ttl=parse_seconds(str(args.meta_ttl)),
+        meta_ttl=meta_ttl,
         read_only=bool(args.read_only),
+        dataset_mode=args.dataset_mode,
         allow_other=bool(args.allow_other),
         default_uid=uid,
         default_gid=gid,

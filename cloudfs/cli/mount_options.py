@@ -13,6 +13,11 @@ from cloudfs.errors import UsageError
 
 READAHEAD_MODES = ("stream", "ranges")
 WRITE_MODES = ("through", "back")
+DATASET_MODES = ("auto", "on", "off")
+# --meta-ttl when not given: short where this mount's own opens and closes are
+# the consistency points, long in dataset mode, where changes are pushed.
+META_TTL_DEFAULT = 5.0
+META_TTL_DATASET_DEFAULT = 300.0
 
 # -o name -> (argparse dest, takes a value)
 O_OPTIONS: dict[str, tuple[str, bool]] = {
@@ -31,6 +36,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "readahead_blocks": ("readahead_blocks", True),
     "readahead_mode": ("readahead_mode", True),
     "meta_ttl": ("meta_ttl", True),
+    "dataset_mode": ("dataset_mode", True),
     "uid": ("uid", True),
     "gid": ("gid", True),
     "file_mode": ("file_mode", True),
@@ -150,11 +156,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--meta-ttl",
-        default="5",
+        default=None,
         help="seconds before a directory is listed "
-        "again from the UFS, and the kernel's attribute timeout (5)",
+        "again from the UFS, and the kernel's attribute timeout (5; 300 in dataset mode)",
     )
     p.add_argument("--read-only", action="store_true", help="refuse every change (EROFS)")
+    p.add_argument(
+        "--dataset-mode",
+        default="auto",
+        choices=DATASET_MODES,
+        help="read-only mounts: the kernel serves warm files without asking the mount "
+        "(no open/flush/release; changes are pushed to it). auto: when --read-only and "
+        "the patched pyfuse3 is installed; on: insist; off: never",
+    )
     p.add_argument("--allow-other", action="store_true", help="let other users use the mount")
     p.add_argument("--uid", help="owner of UFS files that have none in the tree (mount user)")
     p.add_argument("--gid", help="group of UFS files that have none in the tree (mount group)")

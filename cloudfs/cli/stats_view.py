@@ -465,6 +465,7 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
         f"CloudFS {f.get('mountpoint', '?')} <- {f.get('ufs', '?')}  pid {f.get('pid', '?')}"
         f"  policy {f.get('cache_policy', '?')}"
         f"  block {format_size(float(f.get('block_size', 0) or 0))}",
+        f"Opens     {f.get('opens', '?')}",
         f"Rates over the last {interval.seconds:.1f} s, other numbers since mount",
         f"FUSE      read {format_mib_rate(interval.fuse_bytes_per_s('read'))}"
         f"  write {format_mib_rate(interval.fuse_bytes_per_s('write'))}"

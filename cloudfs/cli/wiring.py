@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable
 from typing import IO
 
-import pyfuse3
 import trio
 from prometheus_client import start_http_server
 
@@ -90,7 +89,6 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         reader,
         staging,
         read_only=config.read_only,
-        supplementary_groups=pyfuse3.get_sup_groups,
     )
     uploader = Uploader(
         journal, store, vfs.files, metrics, _upload_policy(config.write), trio.CapacityLimiter(16)
@@ -99,6 +97,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     vfs.files.space.limit = config.write.staging_bytes
     vfs.files.space.wait = config.write.staging_wait
     writeback = WritebackControl(uploader, config.write.drain_timeout)
+    dataset_mode, open_path = _dataset_mode(config)
+    log.info("opens: %s", open_path)
     ops = CloudFsOperations(
         vfs,
         metrics,
@@ -106,6 +106,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         block_size=config.cache.block_size,
         # a tree service pushes new names (Invalidator); a local tree answers at once
         negative_timeout=0.0 if meta.local_reads else config.meta_ttl,
+        dataset_mode=dataset_mode,
     )
     options = session.mount_options(
         config.ufs_uri,
@@ -122,7 +123,10 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     pid_path = runtime.write_pid(config.mountpoint)
     control = ControlServer(
         runtime.control_socket(config.mountpoint),
-        {**CacheControl(meta, reader, metrics, _facts(config)).handlers(), **writeback.handlers()},
+        {
+            **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
+            **writeback.handlers(),
+        },
     )
     control_socket = control.bind()
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
@@ -136,7 +140,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         nursery.start_soon(uploader.run)
 
     # A shared tree tells this mount what other mounts change (close-to-open).
-    invalidator = Invalidator(meta) if isinstance(meta, GrpcMeta) else None
+    invalidator = Invalidator(meta, vfs.forget_version) if isinstance(meta, GrpcMeta) else None
 
     def serve() -> int:
         try:
@@ -156,9 +160,29 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     return serve
 
 
-def _facts(config: MountConfig) -> dict[str, object]:
+def _dataset_mode(config: MountConfig) -> tuple[bool, str]:
+    """Whether the kernel may skip open/flush/release, and a line saying why (for the
+    log and ``cloudfs stats``)."""
+    if config.dataset_mode == "off":
+        return False, "through the mount (--dataset-mode off)"
+    if not config.read_only:
+        return False, "through the mount (read-write)"
+    if not session.reads_without_open():
+        why = (
+            "through the mount: dataset mode needs the patched pyfuse3 "
+            "(bash deploy/pyfuse3/install.sh)"
+        )
+        if config.dataset_mode == "on":
+            raise StartupError(f"--dataset-mode on: {why}")
+        log.warning("opens go %s; warm reads are slower", why)
+        return False, why
+    return True, "by the kernel (dataset mode)"
+
+
+def _facts(config: MountConfig, open_path: str) -> dict[str, object]:
     """What ``cloudfs stats`` shows about the mount besides its metrics."""
     return {
+        "opens": open_path,
         "mountpoint": config.mountpoint,
         "ufs": config.ufs_uri,
         "pid": os.getpid(),

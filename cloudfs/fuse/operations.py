@@ -3,6 +3,18 @@
 This is the only place that turns ``FsError`` into ``FUSEError``; anything
 else that escapes the VFS is a bug, logged with its traceback and answered
 with EIO, never a hang and never a silent success.
+
+Dataset mode (``dataset_mode``, read-only mounts with the patched pyfuse3 of
+``deploy/pyfuse3/``): ``open`` and ``flush`` answer ENOSYS, which the kernel
+takes as libfuse's no_open and no_flush. From the first such answer on it
+sends no OPEN, FLUSH or RELEASE for any file, keeps the page cache across
+opens, and passes the inode where ``read`` expects a handle. A warm file is
+then served by the kernel alone; what changes is dropped from it explicitly
+(``Invalidator``).
+
+Every request costs a counter, a latency observation and, on error, an error
+counter; their label children are bound once per operation name, not looked
+up per request.
 """
 
 from __future__ import annotations
@@ -11,7 +23,8 @@ import errno
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pyfuse3
 from pyfuse3 import FUSEError
@@ -31,6 +44,30 @@ def _caller(ctx: pyfuse3.RequestContext) -> Caller:
     return Caller(uid=ctx.uid, gid=ctx.gid, pid=ctx.pid, umask=ctx.umask)
 
 
+@dataclass(frozen=True, slots=True)
+class _OpMetrics:
+    """The metric children of one operation name."""
+
+    calls: Any
+    latency: Any
+    errors: Any  # the unbound error counter: its errno label varies
+
+
+class _BoundMetrics(dict[str, _OpMetrics]):
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__()
+        self._metrics = metrics
+
+    def __missing__(self, op: str) -> _OpMetrics:
+        bound = _OpMetrics(
+            self._metrics.fuse_ops.labels(op),
+            self._metrics.fuse_latency.labels(op),
+            self._metrics.fuse_errors,
+        )
+        self[op] = bound
+        return bound
+
+
 class CloudFsOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
@@ -44,35 +81,46 @@ class CloudFsOperations(pyfuse3.Operations):
         timeout: float,
         block_size: int,
         negative_timeout: float = 0.0,
+        dataset_mode: bool = False,
     ) -> None:
         """``timeout``: how long the kernel keeps names and attributes;
         ``negative_timeout``: how long it remembers that a name does not exist (0: not at
-        all; a tree-service mount, whose server pushes new names, sets it)."""
+        all; a tree-service mount, whose server pushes new names, sets it);
+        ``dataset_mode``: let the kernel skip open, flush and release (module doc)."""
         super().__init__()
         self._vfs = vfs
-        self._metrics = metrics
+        self._bound = _BoundMetrics(metrics)
+        self._read_bytes = metrics.fuse_bytes.labels("read")
+        self._write_bytes = metrics.fuse_bytes.labels("write")
         self._timeout = timeout
         self._block_size = block_size
         self._negative_timeout = negative_timeout
+        self._dataset_mode = dataset_mode
 
     async def _run(self, op: str, work: Awaitable[T]) -> T:
         start = time.perf_counter()
-        self._metrics.fuse_ops.labels(op).inc()
+        bound = self._bound[op]
+        bound.calls.inc()
         try:
             return await work
         except FsError as e:
-            self._metrics.fuse_errors.labels(op, errno.errorcode.get(e.errno, str(e.errno))).inc()
+            bound.errors.labels(op, errno.errorcode.get(e.errno, str(e.errno))).inc()
             if e.errno == errno.EIO:
                 log.warning("%s: %s", op, e)
             raise FUSEError(e.errno) from e
         except FUSEError:
             raise
         except Exception:
-            self._metrics.fuse_errors.labels(op, "EIO").inc()
+            bound.errors.labels(op, "EIO").inc()
             log.exception("%s failed unexpectedly", op)
             raise FUSEError(errno.EIO) from None
         finally:
-            self._metrics.fuse_latency.labels(op).observe(time.perf_counter() - start)
+            bound.latency.observe(time.perf_counter() - start)
+
+    def _skipped(self, op: str) -> FUSEError:
+        """ENOSYS for an operation dataset mode hands to the kernel (counted once each)."""
+        self._bound[op].calls.inc()
+        return FUSEError(errno.ENOSYS)
 
     def _entry(self, attr: Attr) -> pyfuse3.EntryAttributes:
         return entry_attributes(attr, self._timeout, self._block_size)
@@ -114,11 +162,6 @@ class CloudFsOperations(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         changes = attr_changes(attr, fields)
         return await self._entry_of("setattr", self._vfs.setattr(InodeId(inode), changes))
-
-    async def access(
-        self, inode: pyfuse3.InodeT, mode: pyfuse3.ModeT, ctx: pyfuse3.RequestContext
-    ) -> bool:
-        return await self._run("access", self._vfs.access(InodeId(inode), mode, _caller(ctx)))
 
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         return statvfs(await self._run("statfs", self._vfs.statfs()))
@@ -235,27 +278,34 @@ class CloudFsOperations(pyfuse3.Operations):
     async def open(
         self, inode: pyfuse3.InodeT, flags: pyfuse3.FlagT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
+        if self._dataset_mode:
+            raise self._skipped("open")  # no_open: the kernel stops asking
         fh, keep_cache = await self._run("open", self._vfs.open(InodeId(inode), flags))
         return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=keep_cache)
 
     async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
-        data = await self._run("read", self._vfs.files.read(fh, off, size))
-        self._metrics.fuse_bytes.labels("read").inc(len(data))
+        if self._dataset_mode:  # no open was answered: ``fh`` is the inode
+            data = await self._run("read", self._vfs.read_inode(InodeId(fh), off, size))
+        else:
+            data = await self._run("read", self._vfs.read(fh, off, size))
+        self._read_bytes.inc(len(data))
         return data
 
     async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes) -> int:
-        written = await self._run("write", self._vfs.files.write(fh, off, buf))
-        self._metrics.fuse_bytes.labels("write").inc(written)
+        written = await self._run("write", self._vfs.write(fh, off, buf))
+        self._write_bytes.inc(written)
         return written
 
     async def flush(self, fh: pyfuse3.FileHandleT) -> None:
-        await self._run("flush", self._vfs.files.flush(fh))
+        if self._dataset_mode:
+            raise self._skipped("flush")  # no_flush: nothing is ever written here
+        await self._run("flush", self._vfs.flush(fh))
 
     async def fsync(self, fh: pyfuse3.FileHandleT, datasync: bool) -> None:
-        await self._run("fsync", self._vfs.files.fsync(fh))
+        await self._run("fsync", self._vfs.fsync(fh))
 
     async def release(self, fh: pyfuse3.FileHandleT) -> None:
-        await self._run("release", self._vfs.files.release(fh))
+        await self._run("release", self._vfs.release(fh))
 
     # -- extended attributes ---------------------------------------------------------
 

@@ -39,6 +39,16 @@ def _fsname(ufs_uri: str) -> str:
     return "cloudfs:" + ufs_uri.replace(",", "%2C").replace(" ", "%20")
 
 
+def reads_without_open() -> bool:
+    """Whether this pyfuse3 passes the inode to ``read`` when the kernel skipped ``open``.
+
+    Stock pyfuse3 passes only the file handle, 0 after a skipped open, so
+    dataset mode needs the patched build of ``deploy/pyfuse3/``, which says so
+    in this attribute.
+    """
+    return bool(getattr(pyfuse3, "READ_WITHOUT_OPEN_PASSES_INODE", False))
+
+
 def start(ops: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
     """Mount on ``mountpoint`` (a resolved path); the kernel then queues requests for ``serve``.
 

@@ -2,13 +2,14 @@
 
 The FUSE adapter forwards each kernel request here and maps the ``FsError`` it
 may raise to an errno; nothing here knows about pyfuse3. Tree calls are
-blocking and go through a worker thread (``_meta``) with a limiter.
+blocking and go through a worker thread (``_meta``) with a limiter. Permissions
+are the kernel's (the mount uses ``default_permissions``, so no ACCESS request
+ever arrives).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, HandleId, InodeI
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.vfs.files import FileIO
 from cloudfs.vfs.handles import DirHandle, HandleTable
-from cloudfs.vfs.permissions import may_access
+from cloudfs.vfs.inode_reads import InodeReads
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,10 @@ class Vfs:
         read_only: bool = False,
         meta_threads: int = 8,
         ufs_threads: int = 16,
-        supplementary_groups: Callable[[int], set[int]] | None = None,
     ) -> None:
         self.meta = meta
         self.read_only = read_only
         self._meta_limiter = trio.CapacityLimiter(meta_threads)
-        self._groups = supplementary_groups or (lambda pid: set())
         self._dirs: HandleTable[DirHandle] = HandleTable()
         self.files = FileIO(
             meta,
@@ -71,6 +70,7 @@ class Vfs:
             trio.CapacityLimiter(ufs_threads),
             read_only,
         )
+        self.inode_reads = InodeReads(meta, reader, self._read)
 
     async def _meta(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args), limiter=self._meta_limiter)
@@ -97,10 +97,13 @@ class Vfs:
             attr = self.meta.lookup_if_listed(parent, name)
         if attr is None:
             attr = await self._meta(self.meta.lookup, parent, name)
+        self.inode_reads.seen(attr)
         return self.files.overlay(attr)
 
     async def getattr(self, inode: InodeId) -> Attr:
-        return self.files.overlay(await self._read(self.meta.getattr, inode))
+        attr = await self._read(self.meta.getattr, inode)
+        self.inode_reads.seen(attr)
+        return self.files.overlay(attr)
 
     async def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         self._check_writable()
@@ -117,13 +120,6 @@ class Vfs:
         if rest != AttrChanges() or changes.size is not None:
             attr = await self._meta(self.meta.setattr, inode, rest)
         return self.files.overlay(attr)
-
-    async def access(self, inode: InodeId, mask: int, caller: Caller) -> bool:
-        attr = await self._read(self.meta.getattr, inode)
-        if mask & os.W_OK and self.read_only:
-            return False
-        gids = {caller.gid} | self._groups(caller.pid)
-        return may_access(attr, caller.uid, gids, mask)
 
     async def statfs(self) -> FsStats:
         return await self._meta(self.meta.statfs)
@@ -147,6 +143,8 @@ class Vfs:
         while index >= len(handle.entries) and not handle.complete:
             after = handle.entries[-1].name if handle.entries else None
             page = await self._meta(self.meta.readdir, handle.inode, after, READDIR_PAGE)
+            for entry in page:
+                self.inode_reads.seen(entry.attr)
             handle.entries.extend(page)
             handle.complete = len(page) < READDIR_PAGE
         entries = [replace(e, attr=self.files.overlay(e.attr)) for e in handle.entries[index:]]
@@ -183,6 +181,29 @@ class Vfs:
 
     async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
         return await self.files.open(inode, flags)
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        return await self.files.read(fh, offset, size)
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        return await self.files.write(fh, offset, data)
+
+    async def flush(self, fh: int) -> None:
+        await self.files.flush(fh)
+
+    async def fsync(self, fh: int) -> None:
+        await self.files.fsync(fh)
+
+    async def release(self, fh: int) -> None:
+        await self.files.release(fh)
+
+    async def read_inode(self, inode: InodeId, offset: int, size: int) -> bytes:
+        """A read the kernel sent without an open (dataset mode): keyed by inode."""
+        return await self.inode_reads.read(inode, offset, size)
+
+    def forget_version(self, inode: InodeId) -> None:
+        """``inode`` changed elsewhere: its next read resolves its object again."""
+        self.inode_reads.forget(inode)
 
     async def symlink(self, parent: InodeId, name: bytes, target: bytes, caller: Caller) -> Attr:
         self._check_writable()
