@@ -1,10 +1,16 @@
 """ObjectReader: byte ranges of UFS objects, served through the block tiers.
 
-Read path for each block: memory tier -> disk tier (promoted to memory) -> UFS
-(one ranged GET per run of consecutive missing blocks, in a worker thread;
-the result fills memory and disk; see ``loader.py``). Concurrent misses on one
-block share one fetch through ``SingleFlight``. Requests copy only the bytes
-asked for: blocks are sliced with ``memoryview`` and joined once.
+Read path for each block: memory tier -> a block waiting for its disk write
+-> disk tier -> UFS (one ranged GET per run of consecutive missing blocks, in
+a worker thread; the result fills memory, and disk behind the reader's back;
+see ``loader.py``). A disk hit reads only the bytes the request asks for
+(one ``pread``, on a thread limiter of its own, so it never waits behind
+GETs); it goes to the memory tier only when it is the whole block (a small
+file), so a large file dropped from the kernel's page cache is served from
+the block files without a whole-block read per request, and read-ahead
+leaves blocks the disk holds alone. Concurrent misses on one block share one
+fetch through ``SingleFlight``. Requests copy only the bytes asked for:
+blocks are sliced with ``memoryview`` and joined once.
 
 Read-ahead: each open handle passes its ``ReadCursor`` (see ``prefetch.py`` for
 the window policy). Batches the cursor asks for are claimed synchronously (so
@@ -50,6 +56,8 @@ log = logging.getLogger(__name__)
 
 # A read of an object whose fetch failed less than this long ago fails at once.
 FAIL_FAST_SECONDS = 2.0
+# Leaving ``running`` waits at most this long for queued disk-tier writes.
+DRAIN_SECONDS = 10.0
 # In "stream" mode, objects of at least this many blocks are read ahead through one open GET.
 STREAM_MIN_BLOCKS = 4
 
@@ -67,14 +75,18 @@ class ObjectReader:
         *,
         max_prefetch_blocks: int | None = None,
         ledger: PrefetchLedger | None = None,
+        disk_limiter: trio.CapacityLimiter | None = None,
     ) -> None:
+        """``limiter`` bounds threads doing UFS requests; ``disk_limiter`` those
+        reading the disk tier (default: a limiter of its own, ``DISK_READ_THREADS``)."""
         if config.block_size <= 0:
             raise ValueError("block_size must be positive")
         self._bs = config.block_size
         self._ledger = ledger or PrefetchLedger(metrics)
         self._loader = BlockLoader(
-            store, memory, disk, self._bs, metrics, store_id, limiter, self._ledger
-        )
+            store, memory, disk, self._bs, metrics, store_id, limiter, self._ledger,
+            disk_limiter=disk_limiter,
+        )  # fmt: skip
         self._recent_failures: dict[str, float] = {}  # object key -> trio time of failure
         self._memory = memory
         self._flights = self._loader.flights
@@ -106,6 +118,7 @@ class ObjectReader:
         *,
         max_prefetch_blocks: int | None = None,
         ledger: PrefetchLedger | None = None,
+        disk_limiter: trio.CapacityLimiter | None = None,
     ) -> AsyncIterator[ObjectReader]:
         """A reader with its own read-ahead nursery for the duration of the block."""
         async with trio.open_nursery() as nursery:
@@ -119,21 +132,34 @@ class ObjectReader:
                 limiter,
                 max_prefetch_blocks=max_prefetch_blocks,
                 ledger=ledger,
+                disk_limiter=disk_limiter,
             )
             reader.start(nursery)
             try:
                 yield reader
             finally:
                 reader.stop()
+                with trio.move_on_after(DRAIN_SECONDS) as drain:
+                    drain.shield = True  # blocks already fetched are worth keeping
+                    await reader.drain_disk_writes()
                 nursery.cancel_scope.cancel()
 
     def start(self, nursery: trio.Nursery) -> None:
-        """Run read-ahead tasks in ``nursery`` (cancel it to stop them)."""
+        """Run read-ahead tasks and disk writes in ``nursery`` (cancel it to stop them)."""
         self._nursery = nursery
+        if self._loader.write_behind is not None:
+            self._loader.write_behind.start(nursery)
 
     def stop(self) -> None:
         """Schedule no more read-ahead; running tasks finish or are cancelled by their owner."""
         self._nursery = None
+        if self._loader.write_behind is not None:
+            self._loader.write_behind.stop()
+
+    async def drain_disk_writes(self) -> None:
+        """Wait until the blocks fetched so far are written to the disk tier."""
+        if self._loader.write_behind is not None:
+            await self._loader.write_behind.drain()
 
     @property
     def block_size(self) -> int:
@@ -163,20 +189,19 @@ class ObjectReader:
             return b""
         if cursor is not None:
             self._read_ahead(ref, cursor, offset, end)
-        indexes = list(blocks_for_range(offset, end, self._bs))
-        blocks = await self._fetch(ref, indexes)
-        if len(blocks) == 1:
-            start = indexes[0] * self._bs
-            data = blocks[0]
-            if offset == start and end - start == len(data):
-                return data  # a whole cached block: no copy at all
-            return bytes(memoryview(data)[offset - start : end - start])
-        parts = []
-        for index, data in zip(indexes, blocks, strict=True):
+        spans = []  # (block index, [lo, hi) within the block)
+        for index in blocks_for_range(offset, end, self._bs):
             start = index * self._bs
-            lo = max(offset, start) - start
-            hi = min(end, start + len(data)) - start
-            parts.append(memoryview(data)[lo:hi])
+            spans.append((index, max(offset, start) - start, min(end, start + self._bs) - start))
+        pieces = await self._fetch(ref, spans)
+        parts = []
+        for (data, base), (_, lo, hi) in zip(pieces, spans, strict=True):
+            hi = min(hi, base + len(data))
+            if len(spans) == 1 and lo == base and hi - lo == len(data):
+                return data  # a whole cached block or an exact disk range: no copy at all
+            parts.append(memoryview(data)[lo - base : hi - base])
+        if len(parts) == 1:
+            return bytes(parts[0])
         return b"".join(parts)
 
     def fetch_on_open(self, ref: ObjectRef) -> None:
@@ -248,6 +273,7 @@ class ObjectReader:
 
     async def evict(self, ref: ObjectRef) -> int:
         """Drop every block of ``ref`` from every tier; returns the bytes that were held."""
+        await self.drain_disk_writes()  # else a queued write would put a block back
         dropped = 0
         keys = []
         for index in range(block_count(ref.size, self._bs)):
@@ -259,14 +285,22 @@ class ObjectReader:
         await self._loader.disk_discard(keys)
         return dropped
 
-    async def _fetch(self, ref: ObjectRef, indexes: list[int]) -> list[bytes]:
-        """The blocks ``indexes``: from memory, an in-flight fetch, or a new load."""
-        keys = {index: self._loader.key(ref, index) for index in indexes}
-        found: dict[int, bytes] = {}
-        todo = indexes
+    async def _fetch(
+        self, ref: ObjectRef, spans: list[tuple[int, int, int]]
+    ) -> list[tuple[bytes, int]]:
+        """For each ``(index, lo, hi)``: ``(data, base)``, ``data`` holding block
+        bytes from ``base`` on, ``[lo, hi)`` at least: a whole block (from memory,
+        a fetch in flight or a new load; base 0) or the disk tier's range (base lo).
+        """
+        keys = {index: self._loader.key(ref, index) for index, _, _ in spans}
+        ranges = {index: (lo, hi) for index, lo, hi in spans}
+        found: dict[int, tuple[bytes, int]] = {}
+        disk_failed: set[int] = set()
+        todo = list(ranges)
         while todo:
             waits: list[tuple[int, Flight[bytes]]] = []
             claimed: Claimed = []
+            from_disk: list[tuple[int, int, int]] = []
             for index in todo:
                 key = keys[index]
                 flight = self._flights.get(key)
@@ -274,18 +308,32 @@ class ObjectReader:
                     waits.append((index, flight))
                     continue
                 data = self._memory.get(key, self._loader.length(ref, index))
+                if data is None:
+                    data = self._loader.pending(key)
                 if data is not None:
-                    found[index] = data
+                    found[index] = (data, 0)
+                    continue
+                if index not in disk_failed and self._loader.on_disk(key):
+                    from_disk.append((index, *ranges[index]))
                     continue
                 mine = self._flights.claim(key)
                 assert mine is not None  # nothing awaited since get(): still free
                 claimed.append((index, mine))
-            if claimed:
-                found.update(await self._load_or_fail_fast(ref, claimed))
+            if claimed:  # first: it finishes the claimed flights whatever happens
+                loaded = await self._load_or_fail_fast(ref, claimed)
+                found.update((index, (data, 0)) for index, data in loaded.items())
             retry = []
+            if from_disk:
+                got = await self._loader.read_disk_ranges(ref, from_disk)
+                for index, lo, _ in from_disk:
+                    if index in got:
+                        found[index] = (got[index], lo)
+                    else:  # gone or damaged meanwhile: fetch it
+                        disk_failed.add(index)
+                        retry.append(index)
             for index, flight in waits:
                 try:
-                    found[index] = await flight.wait()
+                    found[index] = (await flight.wait(), 0)
                 except FlightAbandoned:  # a prefetch gave up or its leader was cancelled
                     retry.append(index)
                 except RemoteIOError:  # the fetch we waited for failed: as if it were ours
@@ -294,7 +342,7 @@ class ObjectReader:
             todo = retry
         for key in keys.values():
             self._ledger.read(key)
-        return [found[index] for index in indexes]
+        return [found[index] for index, _, _ in spans]
 
     async def _load_or_fail_fast(self, ref: ObjectRef, claimed: Claimed) -> dict[int, bytes]:
         """Load blocks from the store, unless it just failed for this object.
@@ -343,8 +391,8 @@ class ObjectReader:
         covered = ahead.start
         for index in ahead:
             key = self._loader.key(ref, index)
-            if self._memory.contains(key) or key in self._flights:
-                covered = index + 1
+            if self._memory.contains(key) or key in self._flights or self._loader.on_disk(key):
+                covered = index + 1  # a disk hit is read in place: nothing to fetch ahead
                 continue
             if (
                 cursor.inflight_blocks + len(claimed) >= self._max_window
@@ -382,7 +430,7 @@ class ObjectReader:
     def _claim_free(self, ref: ObjectRef, index: int) -> Flight[bytes] | None:
         """A flight for block ``index`` unless memory holds it or someone fetches it."""
         key = self._loader.key(ref, index)
-        if self._memory.contains(key):
+        if self._memory.contains(key) or self._loader.on_disk(key):
             return None
         return self._flights.claim(key)
 

@@ -76,6 +76,7 @@ class SequentialStream:
 
     async def _read(self, to_disk: trio.MemorySendChannel[tuple[str, bytes]]) -> None:
         body: BinaryIO | None = None
+        buffer = bytearray(self._loader.block_size)  # the body is read into it, block by block
         position = -1  # the block index ``body`` is at
         batch: Claimed = []
         error: FsError | None = None
@@ -97,9 +98,9 @@ class SequentialStream:
                         body = await self._loader.open_stream(self.ref, index)
                         position = index
                     while position < index:  # read past blocks someone else has
-                        await self._loader.read_block(body, self.ref, position)
+                        await self._loader.read_block(body, self.ref, position, buffer)
                         position += 1
-                    data = await self._loader.read_block(body, self.ref, index)
+                    data = await self._loader.read_block(body, self.ref, index, buffer)
                     position += 1
                     batch.pop(0)
                     self._release(1)
