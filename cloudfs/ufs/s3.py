@@ -18,6 +18,7 @@ Design notes:
 from __future__ import annotations
 
 import calendar
+import http.client
 import io
 import os
 import time
@@ -74,6 +75,19 @@ def _is_range_error(err: ClientError) -> bool:
     return error_code(err) == "InvalidRange" or http_status(err) == 416
 
 
+def _http_body(body: StreamingBody) -> http.client.HTTPResponse | None:
+    """The http.client response under a botocore body, when it can be read directly.
+
+    Only for a body botocore reads raw (urllib3's ``decode_content`` off, its
+    default for S3): then urllib3 adds nothing but bookkeeping on top of it.
+    """
+    raw = getattr(body, "_raw_stream", None)
+    fp = getattr(raw, "_fp", None)
+    if not isinstance(fp, http.client.HTTPResponse) or getattr(raw, "decode_content", True):
+        return None
+    return fp
+
+
 class S3ReadStream(io.RawIOBase):
     """A GetObject body as a file object whose read errors are ``cloudfs.errors``.
 
@@ -103,10 +117,32 @@ class S3ReadStream(io.RawIOBase):
         return self.read(-1)
 
     def readinto(self, buffer: Any, /) -> int:
+        """Fill ``buffer`` from the body; the count is short only at the end.
+
+        The bytes go from the socket straight into ``buffer`` (http.client's
+        ``readinto`` under urllib3: botocore asks for the raw, undecoded body),
+        without the per-read ``bytes`` objects of ``read``. Where the body is
+        not an http.client response (tests, other transports) it falls back
+        to ``read`` and a copy.
+        """
         view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+        raw = _http_body(self._body)
+        if raw is None:
+            data = self.read(len(view))
+            view[: len(data)] = data
+            return len(data)
+        got = 0
+        try:
+            while got < len(view):
+                n = raw.readinto(view[got:])
+                if not n:
+                    if raw.length:  # http.client does not call a short body an error
+                        raise http.client.IncompleteRead(b"", raw.length)
+                    break
+                got += n
+        except (OSError, http.client.HTTPException) as exc:
+            raise RemoteIOError(f"'{self._key}': S3 connection broke: {exc!r}") from exc
+        return got
 
     def close(self) -> None:
         if not self.closed:
