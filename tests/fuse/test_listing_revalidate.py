@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -12,13 +14,13 @@ from tests.fuse.conftest import MountFactory
 from tests.support.faults_proxy import running_proxy
 from tests.support.mounts import Backing
 
+T = TypeVar("T")
 TTL = 1.0
 LIST_DELAY = 4.0  # every S3 request through the proxy waits this long
 FAST = 1.0  # a stale listing is served far quicker than the delayed LIST
 
 
-def timed(call: object) -> tuple[object, float]:
-    assert callable(call)
+def timed(call: Callable[[], T]) -> tuple[T, float]:
     start = time.monotonic()
     result = call()
     return result, time.monotonic() - start
