@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from cloudfs import mountinfo
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.csi.v1 import csi_pb2_grpc as csi_grpc
 
@@ -213,11 +214,10 @@ def mounted_under(root: Path) -> list[str]:
     """Mount points at or below ``root``, deepest first."""
     real = os.path.realpath(root)
     points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].replace("\\040", " ")
-            if point == real or point.startswith(real + "/"):
-                points.append(point)
+    for mount in mountinfo.read():
+        point = mount.mount_point
+        if point == real or point.startswith(real + "/"):
+            points.append(point)
     return sorted(points, key=len, reverse=True)
 
 

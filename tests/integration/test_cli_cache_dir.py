@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudfs import mountinfo
 from cloudfs.cli import runtime
 from tests.support.mounts import force_unmount, world_traversable_tmpdir
 from tests.support.servers import S3Server, running_s3_server
@@ -21,8 +22,7 @@ CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 
 def _is_mounted(path: Path) -> bool:
     real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mountinfo.topmost(mountinfo.read(), real) is not None
 
 
 @pytest.fixture

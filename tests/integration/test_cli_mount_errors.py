@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudfs import mountinfo
 from cloudfs.cli import runtime
 from tests.support.mounts import Backing, force_unmount, mounted, world_traversable_tmpdir
 from tests.support.servers import S3Server, free_port, running_s3_server
@@ -32,8 +33,7 @@ def _require_fuse() -> None:
 
 def _is_mounted(path: Path) -> bool:
     real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mountinfo.topmost(mountinfo.read(), real) is not None
 
 
 @pytest.fixture

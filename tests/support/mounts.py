@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cloudfs import mountinfo
 from tests.support.servers import S3Server
 
 # Why a test of the mount's own listing options skips the "tree" backend.
@@ -158,8 +159,7 @@ def force_unmount(path: Path) -> None:
 
 def _mounted(path: Path) -> bool:
     real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mountinfo.topmost(mountinfo.read(), real) is not None
 
 
 def world_traversable_tmpdir(prefix: str) -> Path:
