@@ -218,6 +218,16 @@ class DiskBlockCache:
         with self._lock:
             return key in self._shard(key).index
 
+    def miss_if_absent(self, key: str, size_hint: int = 0) -> bool:
+        """``get``'s miss without I/O (an index check): safe on the trio thread."""
+        shard = self._shard(key)
+        with self._lock:
+            if key in shard.index:
+                return False
+            self._admission.record(key)
+            self._counters.miss(size_hint)
+            return True
+
     def stats(self) -> TierStats:
         with self._lock:
             return self._counters.snapshot()

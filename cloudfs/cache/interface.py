@@ -24,6 +24,10 @@ Semantics:
 * ``discard`` is idempotent; discarding a missing key is not an error.
 * ``contains`` is a cheap index check that counts nothing (used by prefetch
   to skip blocks already held).
+* ``miss_if_absent`` is what ``get`` does for a block the tier does not hold
+  (count a miss, record the access for admission) without any I/O, so a
+  caller can learn about a cold block without a worker-thread hop; it returns
+  False, counting nothing, if the block is held (then ``get`` it).
 """
 
 from __future__ import annotations
@@ -71,6 +75,10 @@ class BlockTier(Protocol):
 
     def contains(self, key: str) -> bool:
         """Whether ``key`` is held right now; counts neither hit nor miss."""
+        ...
+
+    def miss_if_absent(self, key: str, size_hint: int = 0) -> bool:
+        """Count a miss of ``key`` if it is not held (True); False if it is (nothing counted)."""
         ...
 
     def stats(self) -> TierStats:

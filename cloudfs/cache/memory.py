@@ -88,6 +88,13 @@ class MemoryBlockCache:
         with self._lock:
             return key in self._blocks
 
+    def miss_if_absent(self, key: str, size_hint: int = 0) -> bool:
+        with self._lock:
+            if key in self._blocks:
+                return False
+            self._counters.miss(size_hint)
+            return True
+
     def stats(self) -> TierStats:
         with self._lock:
             return self._counters.snapshot()

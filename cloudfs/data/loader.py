@@ -311,7 +311,8 @@ class BlockLoader:
         if disk is None or not indexes:
             return []
         wanted = [(index, self.key(ref, index), self.length(ref, index)) for index in indexes]
-        wanted = [w for w in wanted if disk.contains(w[1])]  # no thread hop for a cold block
+        # A cold block costs no thread hop: its miss is counted here, on the trio thread.
+        wanted = [w for w in wanted if not disk.miss_if_absent(w[1], w[2])]
         if not wanted:
             return []
 

@@ -119,3 +119,12 @@ def test_read_range_slices_the_block_and_counts_like_get() -> None:
     assert cache.read_range("missing", 0, 1, size_hint=1) is None
     stats = cache.stats()
     assert (stats.hits, stats.misses) == (4, 1)
+
+
+def test_miss_if_absent_counts_only_absent_blocks() -> None:
+    cache = MemoryBlockCache(1000, Metrics())
+    cache.put("k", b"x")
+    assert cache.miss_if_absent("k") is False
+    assert cache.miss_if_absent("other", size_hint=7) is True
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.miss_bytes) == (0, 1, 7)

@@ -71,6 +71,27 @@ def test_read_ahead_leaves_blocks_the_disk_holds_alone(tmp_path: Path) -> None:
     assert second.metric("cloudfs_blockcache_hits_total", "disk") == 24
 
 
+def test_cold_blocks_count_disk_misses_and_admission_accesses(tmp_path: Path) -> None:
+    data = payload(3 * BS)
+    store = FakeStore({"obj": data, "one": data[:BS]})
+    rig = Rig(store, str(tmp_path))
+    assert rig.disk is not None
+    recorded: list[str] = []
+    rig.disk._admission.record = recorded.append  # type: ignore[method-assign]
+
+    async def body(reader: ObjectReader) -> None:
+        assert await reader.read(rig.ref("obj"), 0, 3 * BS) == data
+        reader.fetch_on_open(rig.ref("one"))
+        assert await reader.read(rig.ref("one"), 0, BS) == data[:BS]
+
+    rig.run(body)
+    assert rig.metric("cloudfs_blockcache_misses_total", "disk") == 4
+    assert rig.metric("cloudfs_blockcache_miss_bytes_total", "disk") == 4 * BS
+    assert len(recorded) == 4, "TinyLFU still sees every access"
+    assert rig.disk.miss_if_absent(keys(rig, rig.ref("obj"))[0]) is False, "held: nothing counted"
+    assert rig.metric("cloudfs_blockcache_misses_total", "disk") == 4
+
+
 def test_disk_hits_do_not_wait_behind_gets(tmp_path: Path) -> None:
     cached = payload(2 * BS)
     store, ref = warm(tmp_path, cached)
@@ -125,6 +146,9 @@ class GatedDisk:
 
     def contains(self, key: str) -> bool:
         return self.inner.contains(key)
+
+    def miss_if_absent(self, key: str, size_hint: int = 0) -> bool:
+        return self.inner.miss_if_absent(key, size_hint)
 
     def stats(self):  # type: ignore[no-untyped-def]
         return self.inner.stats()
