@@ -1,13 +1,18 @@
 """CloudFS against its peers (s3fs-fuse, rclone mount), local disk and the origin (issue 4).
 
+CloudFS runs twice: read-write (``cloudfs``) and with ``--read-only`` (``cloudfs-ro``: dataset
+mode, where the kernel serves warm files without open/flush/release; every one of its mounts
+checks ``cloudfs stats --json`` says so, and its passes fail loudly otherwise).
+
 Starts one moto S3 server on 127.0.0.1, writes the data set once (to the bucket and to a
 local-disk directory), then, ``--repeats`` times: the origin's own ceiling (boto3), every
 workload on every system (see bench/suite.py), and CloudFS's eviction experiment (see
 bench/eviction.py). Raw results go to benchmarks/results/*.json after every system;
 the medians, ratios and target verdicts to benchmarks/RESULTS.md.
 
-    python3 benchmarks/peers.py                     # full data set, 3 repeats (~1 hour)
+    python3 benchmarks/peers.py                     # full data set, 3 repeats (~80 min)
     python3 benchmarks/peers.py --quick --repeats 1 # small data set, a shake-out run
+    python3 benchmarks/peers.py --skip cloudfs-ro:large,cloudfs-ro:small-r1  # fewer passes
     python3 benchmarks/peers.py --report-only benchmarks/results/peers-....json
 
 Needs root (FUSE mounts, drop_caches), fuse3, s3fs, rclone and torch; benchmarks/peers.sh
@@ -34,8 +39,15 @@ sys.path[:0] = [str(BENCH_DIR), str(REPO_ROOT)]
 
 from bench import dataset, eviction, origin, report  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
-from bench.suite import SystemRun  # noqa: E402
-from bench.systems import SYSTEMS, CloudFS, Context, System, unmount_leftovers  # noqa: E402
+from bench.suite import PHASES, SystemRun  # noqa: E402
+from bench.systems import (  # noqa: E402
+    SYSTEMS,
+    CloudFS,
+    CloudFSReadOnly,
+    Context,
+    System,
+    unmount_leftovers,
+)
 
 from tests.support.servers import running_s3_server  # noqa: E402
 
@@ -54,8 +66,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="4 x 32 MiB and 500 small files")
     p.add_argument(
         "--systems",
-        default="cloudfs,s3fs,rclone,local",
-        help="comma-separated subset of cloudfs,s3fs,rclone,local",
+        default="cloudfs,cloudfs-ro,s3fs,rclone,local",
+        help="comma-separated subset of cloudfs,cloudfs-ro (read-only: dataset mode),s3fs,"
+        "rclone,local",
+    )
+    p.add_argument(
+        "--skip",
+        default="",
+        metavar="SYSTEM:PHASE,...",
+        help="passes not to run: SYSTEM:PHASE or PHASE (every system); a phase name's start "
+        f"selects every phase it begins ({', '.join(PHASES)}); e.g. cloudfs-ro:large",
     )
     p.add_argument("--no-eviction", action="store_true", help="skip the eviction experiment")
     p.add_argument("--no-dataloader", action="store_true", help="skip the DataLoader epochs")
@@ -104,6 +124,30 @@ def on_signal(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def parse_skip(text: str, names: list[str]) -> dict[str, frozenset[str]]:
+    """``--skip`` as {system: phases}; exits on a system or phase that does not exist."""
+    out: dict[str, set[str]] = {n: set() for n in names}
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        system, _, prefix = item.rpartition(":")
+        if system and system not in SYSTEMS:
+            sys.exit(f"peers: --skip {item}: unknown system {system!r}")
+        phases = {p for p in PHASES if p.startswith(prefix)}
+        if not prefix or not phases:
+            sys.exit(f"peers: --skip {item}: no phase starts {prefix!r}; phases: {PHASES}")
+        for name in [system] if system else names:
+            out.setdefault(name, set()).update(phases)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def eviction_system(systems: list[System]) -> CloudFS | None:
+    """The read-write CloudFS when it runs, else the read-only one."""
+    cloudfs = [s for s in systems if isinstance(s, CloudFS)]
+    cloudfs.sort(key=lambda s: isinstance(s, CloudFSReadOnly))
+    return cloudfs[0] if cloudfs else None
+
+
 def run(args: argparse.Namespace) -> Path:
     spec = dataset.DatasetSpec.quick() if args.quick else dataset.DatasetSpec.full()
     timeout = args.pass_timeout or (240.0 if args.quick else 600.0)
@@ -111,6 +155,7 @@ def run(args: argparse.Namespace) -> Path:
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         sys.exit(f"peers: unknown systems {unknown}; choose from {sorted(SYSTEMS)}")
+    skip = parse_skip(args.skip, names)
 
     workdir: Path = args.workdir.resolve()
     unmount_leftovers(workdir)
@@ -130,6 +175,8 @@ def run(args: argparse.Namespace) -> Path:
             "machine": machine_info(REPO_ROOT),
             "pass_timeout_s": timeout,
             "cloudfs_options": CloudFS.DEFAULTS,
+            "cloudfs_ro_flags": list(CloudFSReadOnly.FLAGS),
+            "skip": {k: sorted(v) for k, v in skip.items() if v},
         },
         "repeats": [],
     }
@@ -166,11 +213,16 @@ def run(args: argparse.Namespace) -> Path:
                 for system in systems[shift:] + systems[:shift]:
                     log(f"repeat {index + 1}/{args.repeats}: {system.label}")
                     run_ = SystemRun(
-                        system, spec, timeout, log, dataloader="dataloader" not in skipped
+                        system,
+                        spec,
+                        timeout,
+                        log,
+                        dataloader="dataloader" not in skipped,
+                        skip=skip.get(system.name, frozenset()),
                     )
                     rep["systems"][system.name] = run_.run()
                     save()
-                cloudfs = next((s for s in systems if isinstance(s, CloudFS)), None)
+                cloudfs = eviction_system(systems)
                 if cloudfs is not None and not args.no_eviction:
                     log(f"repeat {index + 1}/{args.repeats}: CloudFS eviction experiment")
                     rep["eviction"] = eviction.run(cloudfs, spec, timeout, log)

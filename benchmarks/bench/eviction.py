@@ -113,5 +113,7 @@ def run(system: CloudFS, spec: DatasetSpec, timeout: float, log: Any) -> dict[st
             log(f"  eviction/{policy} FAILED: {e}")
         if mount is not None:
             entry["peak_mib"] = mount.peak_mib
+            if mount.notes:
+                entry["mount_notes"] = list(mount.notes)
         out[policy] = entry
     return out

@@ -6,11 +6,15 @@ group of passes gets its own fresh mount, so no pass inherits another's cache:
 
 - large files, 1 reader then (fresh mount) 4 readers: cold, warm, and warm after
   dropping the kernel's caches (what the FUSE process's own cache serves), MiB/s;
-- list+stat of every small file, cold and warm, stat/s;
+- list+stat of every small file, cold and warm, stat/s; then, warm, ``os.scandir`` of each
+  small directory with ``entry.stat()`` per entry (``scandir_stat_warm``);
 - read every small file, 1 then (fresh mount) 8 readers, cold and warm, files/s;
 - a PyTorch DataLoader, epochs 1-3, ``num_workers`` 0 then (fresh mount) 4, s/epoch.
 
-Result keys (``large_r1_cold`` ...) are the ones ``report`` tabulates.
+Result keys (``large_r1_cold`` ...) are the ones ``report`` tabulates. On CloudFS mounts the
+FUSE requests each pass sent to the mount (``cloudfs_fuse_ops_total`` before and after) go to
+the pass's raw entry as ``fuse_ops``, and what ``cloudfs stats --json`` said of each mount
+(e.g. how opens go) to ``mount_facts``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,31 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.dataset import DatasetSpec
+from bench.eviction import scrape
 from bench.host import drop_caches
 from bench.systems import Mount, MountError, System
 from bench.workloads import PassFailed, run_pass
 
 Log = Callable[[str], None]
+PHASES = (
+    "large-r1", "large-r4", "stat", "small-r1", "small-r8", "dataloader-w0", "dataloader-w4",
+)  # fmt: skip
+FUSE_OPS = "cloudfs_fuse_ops_total{"
+
+
+def fuse_ops(port: int | None) -> dict[str, float] | None:
+    """``cloudfs_fuse_ops_total`` by op, from the mount's metrics endpoint (None: no endpoint)."""
+    if port is None:
+        return None
+    try:
+        samples = scrape(port)
+    except OSError:
+        return None
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        if key.startswith(FUSE_OPS) and 'op="' in key:
+            out[key.split('op="', 1)[1].split('"', 1)[0]] = value
+    return out
 
 
 class SystemRun:
@@ -37,16 +61,19 @@ class SystemRun:
         timeout: float,
         log: Log,
         dataloader: bool = True,
+        skip: frozenset[str] = frozenset(),
     ) -> None:
         self.system = system
         self.spec = spec
         self.timeout = timeout
         self.log = log
         self.dataloader = dataloader
+        self.skip = skip  # phase names (PHASES) not run for this system
         self.results: dict[str, float | None] = {}
         self.raw: dict[str, Any] = {}
         self.errors: list[str] = []
         self.peaks: dict[str, float | None] = {}
+        self.facts: dict[str, Any] = {}
 
     def run(self) -> dict[str, Any]:
         start = time.monotonic()
@@ -63,12 +90,17 @@ class SystemRun:
         return {
             "results": self.results,
             "peak_mib_by_phase": self.peaks,
+            "mount_facts": self.facts,
+            "skipped_phases": sorted(self.skip),
             "raw": self.raw,
             "errors": self.errors,
             "seconds": time.monotonic() - start,
         }
 
     def phase(self, name: str, body: Callable[[Mount], None]) -> None:
+        if name in self.skip:
+            self.log(f"  {self.system.name}: {name} skipped (--skip)")
+            return
         self.log(f"  {self.system.name}: {name}")
         mount: Mount | None = None
         try:
@@ -77,6 +109,8 @@ class SystemRun:
         except (PassFailed, MountError, OSError) as e:
             self.errors.append(f"{name}: {e}")
             self.log(f"  {self.system.name}: {name} FAILED: {e}")
+        if mount is not None and mount.facts:
+            self.facts[name] = mount.facts
         if mount is not None and self.system.is_fuse:
             self.peaks[name] = mount.peak_mib
             if mount.notes:
@@ -84,12 +118,19 @@ class SystemRun:
 
     def measure(self, mount: Mount, key: str, spec: dict[str, Any], field: str) -> Any:
         limit = self.timeout * int(spec.get("epochs", 1))
+        before = fuse_ops(mount.metrics_port)
         try:
             out = run_pass(spec, limit, on_timeout=mount.abort)
         except PassFailed:
             self.results[key] = None
             raise
         self.raw[key] = {k: v for k, v in out.items() if k != "paths"}
+        after = fuse_ops(mount.metrics_port)
+        if before is not None and after is not None:
+            self.raw[key]["fuse_ops"] = {
+                op: n - before.get(op, 0.0) for op, n in sorted(after.items())
+                if n - before.get(op, 0.0) > 0
+            }  # fmt: skip
         value = out[field]
         self.results[key] = value
         shown = ", ".join(f"{v:.1f}" for v in value) if isinstance(value, list) else f"{value:,.1f}"
@@ -119,6 +160,12 @@ class SystemRun:
                 self.errors.append(
                     f"stat_{state}: listed {out['files']} files, expected {self.spec.small_count}"
                 )
+        spec = {"kind": "scandirstat", "dirs": dirs}
+        out = self.measure(mount, "scandir_stat_warm", spec, "stat_s")
+        if out["files"] != self.spec.small_count:
+            self.errors.append(
+                f"scandir_stat_warm: listed {out['files']} files, expected {self.spec.small_count}"
+            )
 
     def small(self, mount: Mount, readers: int) -> None:
         paths = [str(mount.root / key) for key in self.spec.small_keys()]

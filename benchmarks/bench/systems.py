@@ -9,6 +9,7 @@ mounted, and is always unmounted on the way out: the system's own unmount first,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MOUNT_TIMEOUT_S = 90.0
 UNMOUNT_TIMEOUT_S = 90.0
@@ -55,6 +57,7 @@ class Mount:
     metrics_port: int | None = None
     peak_mib: float | None = None  # the FUSE process's VmHWM, read just before unmounting
     notes: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the mount says of itself
 
     def abort(self) -> None:
         """Tear the mount down now (a pass ran past its time): lazy unmount, kill the process."""
@@ -116,6 +119,9 @@ class FuseSystem(System):
     def prepare(self, mount: Mount, options: dict[str, str]) -> None:
         """Called before the command is built (e.g. to pick a metrics port)."""
 
+    def verify(self, mount: Mount) -> None:
+        """Called once the mount is live; raise MountError when it is not what was asked for."""
+
     @contextlib.contextmanager
     def mounted(self, **options: str) -> Iterator[Mount]:
         base = self.ctx.workdir / "mounts"
@@ -142,6 +148,7 @@ class FuseSystem(System):
             )
         try:
             self._wait_live(mount, log_path)
+            self.verify(mount)
             yield mount
         finally:
             if mount.proc.poll() is None:
@@ -205,9 +212,12 @@ class FuseSystem(System):
 
 
 class CloudFS(FuseSystem):
+    """A read-write CloudFS mount (``cloudfs mount`` with DEFAULTS)."""
+
     name = "cloudfs"
     label = "CloudFS"
     DEFAULTS = {"memory_cache_size": "1G", "cache_size": "20G"}
+    FLAGS: tuple[str, ...] = ()  # options without a value, added after DEFAULTS
 
     def cli(self) -> list[str]:
         return [sys.executable, "-m", "cloudfs.cli.main"]
@@ -251,7 +261,7 @@ class CloudFS(FuseSystem):
             extra += [f"--{key.replace('_', '-')}", value]
         argv = [
             *self.cli(), "mount", f"s3://{self.ctx.bucket}", str(mount.root),
-            "--s3-endpoint", self.ctx.endpoint, "--cache-dir", str(cache), *extra,
+            "--s3-endpoint", self.ctx.endpoint, "--cache-dir", str(cache), *extra, *self.FLAGS,
             "--metrics", f"127.0.0.1:{mount.metrics_port}", "-f",
         ]  # fmt: skip
         return argv, self.env()
@@ -266,6 +276,52 @@ class CloudFS(FuseSystem):
 
     def unmount_command(self, mnt: Path) -> list[str]:
         return [*self.cli(), "umount", str(mnt), "--timeout", "60"]
+
+    def stats(self, mount: Mount) -> dict[str, Any]:
+        """``cloudfs stats MOUNTPOINT --json`` (MountError when it fails)."""
+        result = subprocess.run(
+            [*self.cli(), "stats", str(mount.root), "--json"],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        try:
+            out: dict[str, Any] = json.loads(result.stdout)
+        except ValueError:
+            raise MountError(
+                f"{self.name}: `cloudfs stats --json` failed ({result.returncode}): "
+                f"{(result.stderr or result.stdout)[-300:]}"
+            ) from None
+        return out
+
+    def verify(self, mount: Mount) -> None:
+        """Record what the mount says of itself (how opens go) for the report."""
+        try:
+            mount.facts = dict(self.stats(mount).get("mount") or {})
+        except (MountError, OSError, subprocess.SubprocessError) as e:
+            mount.facts = {"error": str(e)}
+
+
+class CloudFSReadOnly(CloudFS):
+    """The same mount with ``--read-only``: dataset mode (``--dataset-mode auto``), where the
+    kernel serves warm files without open/flush/release reaching the mount."""
+
+    name = "cloudfs-ro"
+    label = "CloudFS dataset mode"
+    FLAGS = ("--read-only",)
+    ON = "by the kernel"  # how `cloudfs stats --json` says opens skip the mount
+    OFF = "DATASET MODE IS OFF"  # starts the error of a pass whose mount was not in it
+
+    def verify(self, mount: Mount) -> None:
+        mount.facts = dict(self.stats(mount).get("mount") or {})
+        opens = str(mount.facts.get("opens", "?"))
+        if not opens.startswith(self.ON):
+            raise MountError(
+                f"{self.OFF} on this --read-only mount: `cloudfs stats --json` says "
+                f"opens go {opens!r} (expected {self.ON!r}...); no dataset-mode figure measured"
+            )
 
 
 class S3fs(FuseSystem):
@@ -328,7 +384,9 @@ class Rclone(FuseSystem):
         return argv, env
 
 
-SYSTEMS: dict[str, type[System]] = {cls.name: cls for cls in (CloudFS, S3fs, Rclone, LocalDisk)}
+SYSTEMS: dict[str, type[System]] = {
+    cls.name: cls for cls in (CloudFS, CloudFSReadOnly, S3fs, Rclone, LocalDisk)
+}
 
 
 def free_port() -> int:

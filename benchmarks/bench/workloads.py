@@ -10,6 +10,8 @@ Spec kinds:
   in 1 MiB requests; with N > 1, N threads take files from a shared queue.
 - ``liststat``: ``{"kind": "liststat", "dirs": [...]}`` — ``os.scandir`` every directory,
   then ``os.stat`` every listed path.
+- ``scandirstat``: ``{"kind": "scandirstat", "dirs": [...]}`` — ``os.scandir`` each directory
+  and ``entry.stat()`` each entry as it is listed (what a training script's file walk does).
 - ``dataloader``: ``{"kind": "dataloader", "paths": [...], "workers": N, "epochs": E,
   "batch_size": B}`` — a PyTorch DataLoader over a Dataset that opens and reads each file.
 """
@@ -86,6 +88,18 @@ def liststat_pass(dirs: list[str]) -> dict[str, Any]:
     }
 
 
+def scandir_stat_pass(dirs: list[str]) -> dict[str, Any]:
+    start = time.perf_counter()
+    files = 0
+    for d in dirs:
+        with os.scandir(d) as it:
+            for entry in it:
+                entry.stat()
+                files += 1
+    secs = time.perf_counter() - start
+    return {"files": files, "seconds": secs, "stat_s": files / secs}
+
+
 def dataloader_pass(paths: list[str], workers: int, epochs: int, batch_size: int) -> dict[str, Any]:
     from bench.torchload import run_epochs  # torch is imported only in this child
 
@@ -98,6 +112,8 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         return read_pass(spec["paths"], int(spec["readers"]))
     if kind == "liststat":
         return liststat_pass(spec["dirs"])
+    if kind == "scandirstat":
+        return scandir_stat_pass(spec["dirs"])
     if kind == "dataloader":
         return dataloader_pass(
             spec["paths"], int(spec["workers"]), int(spec["epochs"]), int(spec["batch_size"])
