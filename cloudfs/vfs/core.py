@@ -69,6 +69,7 @@ class Vfs:
             self._read,
             trio.CapacityLimiter(ufs_threads),
             read_only,
+            shared_tree=not meta.local_reads,
         )
         self.inode_reads = InodeReads(meta, reader, self._read)
 

@@ -11,6 +11,12 @@ in the tree, and leave the upload to the uploader. Until it is uploaded, this
 mount reads the file from the journal, and a new write starts from a copy of
 it. Close-to-open: an open after a close sees the new bytes.
 
+Opens are counted here, in memory. A shared tree (the tree service) is told of
+every open and release, since another mount's unlink must not free a file open
+in this one; the embedded tree, which only this mount changes, is told only
+when an open file loses a name (``before_unlink``), and of its last release
+then: an open and a close cost no tree write.
+
 ``FileIO`` is also the uploader's ``UploadSink``: it tells the uploader a
 file's current key and records finished uploads in the tree.
 """
@@ -59,6 +65,8 @@ class FileIO:
         meta_read: Callable[..., Awaitable[Any]],
         ufs_limiter: trio.CapacityLimiter,
         read_only: bool,
+        *,
+        shared_tree: bool = True,
     ) -> None:
         self._meta = meta
         self._store = store
@@ -69,6 +77,7 @@ class FileIO:
         self._ufs_limiter = ufs_limiter
         self._disk_limiter = trio.CapacityLimiter(8)
         self._read_only = read_only
+        self._shared_tree = shared_tree
         self._handles: HandleTable[FileHandle] = HandleTable()
         self._open: dict[InodeId, OpenInode] = {}
         # inode -> (etag, size, mtime) at its last open: unchanged means the
@@ -115,7 +124,7 @@ class FileIO:
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
         if self._read_only and (writable or flags & os.O_TRUNC):
             raise ReadOnly()
-        attr = await self._r(self._meta.open, inode)
+        attr = await self._hold(inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         if attr.is_dir:  # the kernel opens directories with opendir; be safe anyway
@@ -142,7 +151,7 @@ class FileIO:
 
     async def created(self, attr: Attr, flags: int) -> HandleId:
         """A handle on a file ``create`` just made: empty, staged, due for upload."""
-        attr = await self._r(self._meta.open, attr.inode)
+        attr = await self._hold(attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         try:
@@ -161,13 +170,23 @@ class FileIO:
         finally:
             await self._drop_handle(oi)
 
+    async def _hold(self, inode: InodeId) -> Attr:
+        """The attributes of ``inode``, which a handle is about to hold."""
+        if self._shared_tree:
+            return await self._r(self._meta.open, inode)
+        return await self._r(self._meta.getattr, inode)
+
     async def _drop_handle(self, oi: OpenInode) -> None:
         oi.handles -= 1
         if oi.handles == 0:
             del self._open[oi.inode]
             if oi.staged is not None:
                 await oi.staged.close()
-        await self._r(self._meta.release, oi.inode)
+        if self._shared_tree:
+            await self._r(self._meta.release, oi.inode)
+        elif oi.handles == 0 and oi.held_in_tree:
+            oi.held_in_tree = False
+            await self._r(self._meta.release, oi.inode)
 
     # -- read / write ------------------------------------------------------
 
@@ -223,7 +242,7 @@ class FileIO:
         oi = OpenInode(attr.inode, handles=1)
         oi.ref, oi.generation = await self._ref(attr), self._generation
         self._open[attr.inode] = oi
-        await self._r(self._meta.open, attr.inode)
+        await self._hold(attr.inode)
         try:
             staged = await self._staged(oi, new=False)
             await staged.truncate(size)
@@ -243,6 +262,9 @@ class FileIO:
         oi = self._open.get(attr.inode)
         if oi is None or not attr.is_reg:
             return
+        if not self._shared_tree and not oi.held_in_tree:
+            await self._r(self._meta.open, attr.inode)  # the tree keeps it until released
+            oi.held_in_tree = True
         if attr.nlink <= 1:
             staged = await self._staged(oi, new=False)
             await staged.materialize()

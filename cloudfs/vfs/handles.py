@@ -32,6 +32,8 @@ class OpenInode:
     generation: int = -1
     mtime_ns: int | None = None  # set by writes: the mtime to record at upload
     unlinked: bool = False  # no name left: never upload again
+    # An embedded tree was told of this open (a name of it went away): release it there.
+    held_in_tree: bool = False
 
 
 @dataclass
