@@ -465,7 +465,6 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
         f"CloudFS {f.get('mountpoint', '?')} <- {f.get('ufs', '?')}  pid {f.get('pid', '?')}"
         f"  policy {f.get('cache_policy', '?')}"
         f"  block {format_size(float(f.get('block_size', 0) or 0))}",
-        f"Opens     {f.get('opens', '?')}",
         f"Rates over the last {interval.seconds:.1f} s, other numbers since mount",
         f"FUSE      read {format_mib_rate(interval.fuse_bytes_per_s('read'))}"
         f"  write {format_mib_rate(interval.fuse_bytes_per_s('write'))}"
@@ -486,6 +485,7 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
         f", overdue {format_count(snap.writeback.overdue)}"
         f"  (uploaded {format_size(snap.writeback.uploaded_bytes)}"
         f", failed attempts {format_count(snap.writeback.failures)})",
+        f"Opens     {f.get('opens', '?')}",
     ]
     hits = [["Cache", "hit now", "hit all", "hits", "misses", "hit bytes", "miss bytes", "evict"]]
     fills = [["Fill", "held", "capacity", "used", "blocks"]]

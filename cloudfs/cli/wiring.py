@@ -17,6 +17,7 @@ from cloudfs.cli import checks, runtime
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control.cache_ops import CacheControl
+from cloudfs.control.refresh_ops import RefreshControl
 from cloudfs.control.server import ControlServer
 from cloudfs.control.writeback_ops import WritebackControl
 from cloudfs.data.journal import WriteJournal
@@ -121,10 +122,14 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
+    # The tree tells this mount what changed behind its back: other mounts' commits
+    # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
+    invalidator = Invalidator(meta, vfs.forget_version)
     control = ControlServer(
         runtime.control_socket(config.mountpoint),
         {
             **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
+            **RefreshControl(meta, invalidator.apply).handlers(),
             **writeback.handlers(),
         },
     )
@@ -139,18 +144,13 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
-    # A shared tree tells this mount what other mounts change (close-to-open).
-    invalidator = Invalidator(meta, vfs.forget_version) if isinstance(meta, GrpcMeta) else None
-
     def serve() -> int:
         try:
-            if invalidator is not None:
-                invalidator.start()
+            invalidator.start()
             signalled = trio.run(session.serve, start_background, writeback.drain_before_exit)
             session.stop(unmount=signalled)
         finally:
-            if invalidator is not None:
-                invalidator.stop()
+            invalidator.stop()  # before meta.close(), which ends its stream
             meta.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)

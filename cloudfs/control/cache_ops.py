@@ -16,7 +16,6 @@ here, not uploaded) have nothing to warm.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import trio
 from prometheus_client import generate_latest
 
-from cloudfs.control.protocol import Message
+from cloudfs.control.protocol import Message, inodes_of
 from cloudfs.control.server import Emit, Handler
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
@@ -56,7 +55,7 @@ class CacheControl:
         }
 
     async def warmup(self, request: Message, emit: Emit) -> Message:
-        inodes = _inodes(request)
+        inodes = inodes_of(request)
         parallel = min(max(int(request.get("parallel", 8)), 1), MAX_PARALLEL)
         totals = {"files": 0, "bytes": 0, "fetched": 0, "failed": 0}
         send, receive = trio.open_memory_channel[Message](parallel)
@@ -109,7 +108,7 @@ class CacheControl:
         self, request: Message, totals: dict[str, int]
     ) -> AsyncIterator[ObjectRef | None]:
         """The objects of the request's inodes, counting ``files`` and ``failed`` (gone)."""
-        for inode in _inodes(request):
+        for inode in inodes_of(request):
             try:
                 ref = await self._ref(inode)
             except FsError:
@@ -132,9 +131,3 @@ class CacheControl:
         key = await trio.to_thread.run_sync(self._meta.object_key, inode)
         return ObjectRef(key=key, etag=attr.etag, size=attr.size)
 
-
-def _inodes(request: Message) -> list[InodeId]:
-    raw = request.get("inodes")
-    if not isinstance(raw, list) or not all(isinstance(i, int) and i > 0 for i in raw):
-        raise FsError("'inodes' must be a list of inode numbers", errno=errno.EINVAL)
-    return [InodeId(i) for i in raw]

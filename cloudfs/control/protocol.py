@@ -1,6 +1,6 @@
 """The control channel between CLI commands and a running mount.
 
-``cloudfs warmup``, ``cloudfs stats`` and ``cloudfs flush`` talk to the mount
+``cloudfs warmup``, ``stats``, ``flush`` and ``refresh`` talk to the mount
 process over a UNIX socket next to its pid file (``paths.control_socket``),
 created with mode 0600: only the user who mounted may use it.
 
@@ -13,8 +13,12 @@ result) or ``"error": message`` with ``"errno"``. Lines are UTF-8 and at most
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any
+
+from cloudfs.errors import FsError
+from cloudfs.types import InodeId
 
 MAX_LINE = 16 * 1024 * 1024
 Message = dict[str, Any]
@@ -29,3 +33,11 @@ def decode(line: bytes) -> Message:
     if not isinstance(value, dict):
         raise ValueError("a control message is a JSON object")
     return value
+
+
+def inodes_of(request: Message) -> list[InodeId]:
+    """The request's ``inodes``: files and directories are named by inode number."""
+    raw = request.get("inodes")
+    if not isinstance(raw, list) or not all(isinstance(i, int) and i > 0 for i in raw):
+        raise FsError("'inodes' must be a list of inode numbers", errno=errno.EINVAL)
+    return [InodeId(i) for i in raw]

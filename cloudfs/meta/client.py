@@ -226,6 +226,9 @@ class GrpcMeta:
     def statfs(self) -> FsStats:
         return cv.stats_from_pb(self._call("StatFs", pb.VolumeRef(volume=self._volume)).stats)
 
+    def refresh(self, inode: InodeId) -> Invalidation:
+        return cv.invalidation_from_pb(self._call("Refresh", self._inode(inode)))
+
     def object_key(self, inode: InodeId) -> str:
         value: bytes = self._call("ObjectKey", self._inode(inode)).value
         return value.decode("utf-8", "surrogateescape")
@@ -254,11 +257,7 @@ class GrpcMeta:
         try:
             for message in self._stub.Watch(request, metadata=self._metadata):
                 if message.inodes or message.entries or message.lost:
-                    yield Invalidation(
-                        tuple(InodeId(i) for i in message.inodes),
-                        tuple((InodeId(e.parent), e.name) for e in message.entries),
-                        message.lost,
-                    )
+                    yield cv.invalidation_from_pb(message)
         except grpc.RpcError as exc:
             raise rpc_error(exc, "Watch", 0) from None
 
@@ -273,3 +272,4 @@ class GrpcMeta:
             except grpc.RpcError as exc:  # it expires on its own
                 log.info("could not end the session: %s", exc)
         self._channel.close()
+

@@ -133,6 +133,11 @@ class EmbeddedMeta:
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         return ops_attr.setattr(self._ctx, inode, changes)
 
+    def refresh(self, inode: InodeId) -> Invalidation:
+        with self._ctx.kv.transaction(write=False) as txn:
+            tree.load_dir(txn, inode)  # NotFound, NotADirectory
+        return self._loader.refresh(inode)
+
     def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
         self._loader.ensure_listed(inode)
         return ops_read.readdir(self._ctx, inode, after, limit)

@@ -144,6 +144,16 @@ class Meta(Protocol):
 
     def statfs(self) -> FsStats: ...
 
+    def refresh(self, inode: InodeId) -> Invalidation:
+        """List directory ``inode`` from the UFS now, whatever the TTL says.
+
+        Returns what it changed: the inodes and names a kernel must drop (a
+        shared tree also tells its other mounts). ``NotADirectory``,
+        ``NotFound``; ``RemoteIOError`` if the UFS cannot be listed (the old
+        listing stays).
+        """
+        ...
+
     def object_key(self, inode: InodeId) -> str:
         """The UFS key that holds (or will hold) a regular file's bytes: its path.
 

@@ -124,6 +124,11 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.StatFsReply.FromString,
                 _registered_method=True)
+        self.Refresh = channel.unary_unary(
+                '/cloudfs.v1.MetaService/Refresh',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Invalidation.FromString,
+                _registered_method=True)
         self.ObjectKey = channel.unary_unary(
                 '/cloudfs.v1.MetaService/ObjectKey',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
@@ -277,6 +282,14 @@ class MetaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Refresh(self, request, context):
+        """List a directory from the UFS now (cloudfs refresh); what it changed, which
+        the server also streams to the volume's other mounts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ObjectKey(self, request, context):
         """The key as UTF-8 bytes; names that are not UTF-8 travel as surrogate escapes.
         """
@@ -423,6 +436,11 @@ def add_MetaServiceServicer_to_server(servicer, server):
                     servicer.StatFs,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.StatFsReply.SerializeToString,
+            ),
+            'Refresh': grpc.unary_unary_rpc_method_handler(
+                    servicer.Refresh,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.Invalidation.SerializeToString,
             ),
             'ObjectKey': grpc.unary_unary_rpc_method_handler(
                     servicer.ObjectKey,
@@ -951,6 +969,33 @@ class MetaService:
             '/cloudfs.v1.MetaService/StatFs',
             cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.StatFsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Refresh(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/Refresh',
+            cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.Invalidation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -260,3 +260,56 @@ def test_ordinary_opens_when_dataset_mode_is_off(
         ops = _ops(m)
         assert ops.get("open", 0) >= 2 * len(DATASET)
         assert ops.get("release", 0) >= 2 * len(DATASET)
+
+
+def _refresh(*paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "refresh", *map(str, paths)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _ufs_change_then_refresh(backing: Backing, m: Mount) -> None:
+    r = m.root
+    old = {"train/0001.jpg": DATASET["train/0001.jpg"], "a.txt": DATASET["a.txt"]}
+    for key, data in old.items():
+        assert (r / key).read_bytes() == data
+    new = {"train/0001.jpg": os.urandom(110 * 1024), "train/0003.jpg": b"new sample"}
+    time.sleep(0.05)  # a distinct mtime for the local store
+    _put(backing, new)
+    # The TTL is long: the kernel and the tree still show the old state...
+    assert (r / "train/0001.jpg").read_bytes() == old["train/0001.jpg"]
+    assert not (r / "train/0003.jpg").exists()
+    # ...until refreshed: then at once, whole.
+    result = _refresh(r / "train/0001.jpg")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("refreshed 1 directory: ")
+    assert (r / "train/0001.jpg").read_bytes() == new["train/0001.jpg"]
+    assert (r / "train/0003.jpg").read_bytes() == new["train/0003.jpg"]
+    assert (r / "a.txt").read_bytes() == old["a.txt"]  # elsewhere: untouched
+
+
+def test_refresh_shows_ufs_changes_at_once(backing: Backing, mount_factory: MountFactory) -> None:
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
+    _put(backing, DATASET)
+    with mount_factory("--read-only", *SMALL_BLOCKS) as m:  # --meta-ttl 300 in dataset mode
+        _ufs_change_then_refresh(backing, m)
+
+
+def test_refresh_through_the_tree_service(tree_server: Any, tmp_path: Path) -> None:
+    data_dir = tmp_path / "ufs"
+    data_dir.mkdir()
+    uri = tree_server.new_volume(f"file://{data_dir}", meta_ttl=300.0)  # the server's TTL
+    backing = Backing(uri=uri, local_dir=data_dir)
+    _put(backing, DATASET)
+    with mounted(backing, ["--read-only", "--meta-ttl", "300", *SMALL_BLOCKS]) as m:
+        _ufs_change_then_refresh(backing, m)
+
+
+def test_refresh_of_a_path_off_any_mount_is_one_line(tmp_path: Path) -> None:
+    result = _refresh(tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"cloudfs: error: {tmp_path} is not on a CloudFS mount"
+    missing = _refresh(tmp_path / "nope")
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

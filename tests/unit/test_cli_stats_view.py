@@ -344,6 +344,7 @@ def test_render_shows_the_mount_rates_tiers_and_latencies() -> None:
     )
     assert lines[3] == "UFS       read 6.0 MiB/s  requests 1.5/s  errors 0 (0 since mount)"
     assert lines[4] == "Prefetch  4.0 MiB/s  (fetched 16.0 MiB, used 8.0 MiB, wasted 0 B)"
+    assert lines[6] == "Opens     ?"  # the mount says whether the kernel skips them
     cache = lines.index(next(line for line in lines if line.startswith("Cache")))
     assert lines[cache].split() == [
         "Cache", "hit", "now", "hit", "all", "hits", "misses", "hit", "bytes", "miss", "bytes",

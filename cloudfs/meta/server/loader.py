@@ -178,6 +178,25 @@ class DirectoryLoader:
         with self._ctx.kv.transaction(write=False) as txn:
             return tree.load_dir(txn, ino).loaded_at_ns
 
+    def refresh(self, ino: int) -> Invalidation:
+        """List directory ``ino`` from the UFS now, whatever its age (``cloudfs refresh``).
+
+        Returns what the listing changed (also told to ``on_change``); raises
+        ``NotADirectory``, ``NotFound``, or ``RemoteIOError`` if the UFS cannot
+        be listed (the old listing stays).
+        """
+        found: list[Invalidation] = []
+        with self._dir_locks.hold(ino):
+            for attempt in range(OPTIMISTIC_TRIES + 1):
+                if self._try_load(ino, final=attempt == OPTIMISTIC_TRIES, found=found):
+                    break
+        with self._guard:
+            self._retry_at.pop(ino, None)
+        if self._relister is not None:
+            with self._ctx.kv.transaction(write=False) as txn:
+                self._relister.listed(ino, tree.load_dir(txn, ino).loaded_at_ns)
+        return found[-1] if found else Invalidation()
+
     def _relist(self, ino: int) -> int:
         """The background re-list of ``ino`` (``BackgroundRelister``); when it was listed."""
         return self._load(ino)
@@ -186,7 +205,12 @@ class DirectoryLoader:
         with self._ctx.kv.transaction(write=False) as txn:
             return tree.load_dir(txn, ino).loaded_at_ns != 0
 
-    def _try_load(self, ino: int, final: bool) -> bool:
+    def _try_load(
+        self, ino: int, final: bool, found: list[Invalidation] | None = None
+    ) -> bool:
+        """One listing and merge; False if the directory changed meanwhile (try again).
+
+        What the merge changed goes to ``on_change``, and to ``found`` if given."""
         outer: AbstractContextManager[object] = self._ns_lock if final else nullcontext()
         with outer:
             with self._guard:
@@ -209,6 +233,8 @@ class DirectoryLoader:
                     change = seen.to_invalidation()
                     if change is not None:
                         self._on_change(change)
+                        if found is not None:
+                            found.append(change)
                     return True
             finally:
                 with self._guard:

@@ -13,6 +13,7 @@ import errno as E
 import grpc
 
 from cloudfs import errors
+from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
 
@@ -110,3 +111,19 @@ def stats_from_pb(m: pb.FsStats) -> FsStats:
         block_size=m.block_size, total_blocks=m.total_blocks, free_blocks=m.free_blocks,
         total_inodes=m.total_inodes, free_inodes=m.free_inodes, name_max=m.name_max,
     )  # fmt: skip
+
+
+def invalidation_to_pb(change: Invalidation) -> pb.Invalidation:
+    return pb.Invalidation(
+        inodes=sorted(change.inodes),
+        entries=[pb.EntryRef(parent=p, name=n) for p, n in sorted(change.entries)],
+        lost=change.lost,
+    )
+
+
+def invalidation_from_pb(m: pb.Invalidation) -> Invalidation:
+    return Invalidation(
+        tuple(InodeId(i) for i in m.inodes),
+        tuple((InodeId(e.parent), e.name) for e in m.entries),
+        m.lost,
+    )

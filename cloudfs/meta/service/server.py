@@ -120,6 +120,9 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
     "RemoveXattr": (
         pb.XattrRequest, lambda m, r: m.removexattr(InodeId(r.inode), r.name), _empty,
     ),
+    "Refresh": (
+        pb.InodeRequest, lambda m, r: m.refresh(InodeId(r.inode)), cv.invalidation_to_pb,
+    ),
     "StatFs": (
         pb.VolumeRef, lambda m, r: m.statfs(), lambda v: pb.StatFsReply(stats=cv.stats_to_pb(v)),
     ),
