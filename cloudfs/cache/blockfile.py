@@ -132,6 +132,44 @@ def read_trusted(path: str, stamp: Stamp, offset: int, length: int) -> bytes | N
     return data if len(data) == length else None
 
 
+def open_stamped(path: str, stamp: Stamp) -> int | None:
+    """A read-only descriptor of ``path`` if the file still carries ``stamp``, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if stamp_of(os.fstat(fd)) == stamp:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def pread_nowait(fd: int, stamp: Stamp, offset: int, length: int) -> bytes | None:
+    """Payload bytes from an open block file if they are in the page cache, without blocking.
+
+    ``preadv`` with ``RWF_NOWAIT`` fails instead of waiting for the disk; None
+    then, or if the file no longer carries ``stamp``, or on a short read (part
+    of the range not cached): the caller reads it in a worker thread.
+    """
+    if not _NOWAIT:
+        return None  # no non-blocking read on this system
+    length = max(0, min(length, stamp[2] - HEADER_SIZE - offset))
+    buffer = bytearray(length)
+    try:
+        if stamp_of(os.fstat(fd)) != stamp:
+            return None
+        got = os.preadv(fd, [buffer], HEADER_SIZE + offset, _NOWAIT) if length else 0
+    except OSError:  # BlockingIOError (not cached), EOPNOTSUPP (no RWF_NOWAIT here), EIO...
+        return None
+    return bytes(buffer) if got == length else None
+
+
+_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+
+
 def unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)

@@ -10,8 +10,12 @@ Why this shape:
   block file (a block it wrote itself was checked as it was written); after
   that the file is trusted while its stamp (inode, size, mtime, ctime) is
   unchanged, and ``read_range`` serves any sub-range with one ``pread``, no
-  whole-block read. A torn, truncated, rotten or changed-and-damaged file is
-  a miss; the file is deleted and the block fetched again.
+  whole-block read. Up to ``OPEN_FILES`` recently read block files stay open,
+  and ``read_range_nowait`` reads them with ``RWF_NOWAIT`` (nothing but a
+  copy from the page cache, or a refusal): the trio thread may call it, and a
+  disk hit whose bytes the kernel still caches costs no thread hop. A torn,
+  truncated, rotten or changed-and-damaged file is a miss; the file is
+  deleted and the block fetched again.
 * The index lives in memory and is rebuilt at start-up by scanning the
   directories (oldest mtime first), so a remount starts warm. Headers are not
   read during the scan (start-up stays O(files)); damage is found on first use.
@@ -39,10 +43,12 @@ I/O errors (disk full, EIO) never escape: ``put`` logs and declines the block,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import uuid
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -54,6 +60,8 @@ from cloudfs.cache.blockfile import (
     TMP_SUFFIX,
     Stamp,
     check_key,
+    open_stamped,
+    pread_nowait,
     read_trusted,
     read_verified,
     unlink_quietly,
@@ -66,6 +74,8 @@ from cloudfs.metrics import Metrics
 log = logging.getLogger(__name__)
 
 __all__ = ["HEADER_SIZE", "DiskBlockCache"]
+
+OPEN_FILES = 256  # block files kept open for read_range_nowait
 
 
 class _Shard:
@@ -107,6 +117,8 @@ class DiskBlockCache:
         self._statvfs = statvfs
         self._lock = threading.Lock()
         self._verified: dict[str, Stamp] = {}  # blocks checked in this process, and their files
+        self._open: OrderedDict[str, tuple[int, Stamp]] = OrderedDict()  # LRU of open files
+        weakref.finalize(self, _close_all, self._open)
         self._counters = TierCounters(metrics, tier, share * len(directories))
         for shard in self._shards:
             os.makedirs(shard.directory, exist_ok=True)
@@ -138,6 +150,44 @@ class DiskBlockCache:
             raise ValueError(f"bad range {offset}+{length}")
         return self._read(key, offset, length, size_hint)
 
+    def read_range_nowait(self, key: str, offset: int, length: int) -> bytes | None:
+        """``read_range`` if it needs no wait for the disk: an open, checked block file
+        whose bytes are in the page cache. None otherwise, counting nothing (then
+        call ``read_range`` in a worker thread). Safe on the trio thread."""
+        shard = self._shard(key)
+        with self._lock:  # held across the read: eviction must not close the file under it
+            entry = self._open.get(key)
+            if entry is None or self._verified.get(key) != entry[1] or key not in shard.index:
+                return None
+            data = pread_nowait(entry[0], entry[1], offset, length)
+            if data is None:
+                return None
+            self._open.move_to_end(key)
+            shard.index.move_to_end(key)
+            self._admission.record(key)
+            self._counters.hit(len(data))
+            return data
+
+    def _keep_open(self, key: str, path: str, stamp: Stamp) -> None:
+        """Open a checked block file for ``read_range_nowait`` (no lock held; worker thread)."""
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is not None and entry[1] == stamp:
+                return
+        fd = open_stamped(path, stamp)
+        if fd is None:
+            return
+        with self._lock:
+            if self._verified.get(key) != stamp:
+                os.close(fd)  # rewritten or dropped meanwhile
+                return
+            old = self._open.pop(key, None)
+            if old is not None:
+                os.close(old[0])
+            self._open[key] = (fd, stamp)
+            while len(self._open) > OPEN_FILES:
+                os.close(self._open.popitem(last=False)[1][0])
+
     def _read(self, key: str, offset: int, length: int | None, size_hint: int) -> bytes | None:
         path = self.path_of(key)
         shard = self._shard(key)
@@ -165,9 +215,11 @@ class DiskBlockCache:
                 self._counters.miss(size_hint)
                 return None
             if checked is not None and key in shard.index:
-                self._verified[key] = checked[1]
+                self._verified[key] = stamp = checked[1]
             self._counters.hit(len(data))
-            return data
+        if stamp is not None:
+            self._keep_open(key, path, stamp)
+        return data
 
     def put(self, key: str, data: bytes) -> None:
         path = self.path_of(key)
@@ -278,6 +330,9 @@ class DiskBlockCache:
 
     def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:
         self._verified.pop(key, None)
+        entry = self._open.pop(key, None)
+        if entry is not None:
+            os.close(entry[0])
         size = shard.index.pop(key, None)
         if size is None:
             return
@@ -323,3 +378,11 @@ class DiskBlockCache:
             unlink_quietly(entry.path)
             return
         found.append((st.st_mtime_ns, entry.name, st.st_size))
+
+
+def _close_all(files: OrderedDict[str, tuple[int, Stamp]]) -> None:
+    """Close the block files a garbage-collected cache kept open."""
+    for fd, _ in files.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    files.clear()

@@ -21,6 +21,10 @@ Semantics:
 * ``read_range`` is ``get`` of a part of the block (short at its end), with
   the same guarantee: the disk tier reads just the range from a block file it
   checked before in this process. Counts a hit (the bytes returned) or a miss.
+* ``read_range_nowait`` is ``read_range`` only if it can answer without
+  waiting for a disk (memory: always; disk: a block file it keeps open, the
+  bytes in the page cache); None counts nothing and means "use read_range".
+  Safe to call on the trio thread.
 * ``discard`` is idempotent; discarding a missing key is not an error.
 * ``contains`` is a cheap index check that counts nothing (used by prefetch
   to skip blocks already held).
@@ -63,6 +67,10 @@ class BlockTier(Protocol):
 
     def read_range(self, key: str, offset: int, length: int, size_hint: int = 0) -> bytes | None:
         """Bytes ``[offset, offset + length)`` of the block under ``key``, or ``None``."""
+        ...
+
+    def read_range_nowait(self, key: str, offset: int, length: int) -> bytes | None:
+        """``read_range`` if no wait for a disk is needed, else None (nothing counted)."""
         ...
 
     def put(self, key: str, data: bytes) -> None:

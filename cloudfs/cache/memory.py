@@ -62,6 +62,12 @@ class MemoryBlockCache:
             return data
         return data[offset : offset + length]
 
+    def read_range_nowait(self, key: str, offset: int, length: int) -> bytes | None:
+        with self._lock:
+            if key not in self._blocks:
+                return None
+        return self.read_range(key, offset, length)
+
     def put(self, key: str, data: bytes) -> None:
         data = bytes(data)  # no copy for bytes; freezes bytearray/memoryview
         if len(data) > self._capacity:

@@ -110,6 +110,20 @@ class BlockLoader:
         """Whether the disk tier holds ``key`` (an index check; counts nothing)."""
         return self.disk is not None and self.disk.contains(key)
 
+    def read_disk_nowait(self, ref: ObjectRef, index: int, lo: int, hi: int) -> bytes | None:
+        """Bytes ``[lo, hi)`` of block ``index`` if the disk tier has them without
+        waiting (an open block file, page-cache bytes): no thread hop. Else None."""
+        disk = self.disk
+        if disk is None:
+            return None
+        key = self.key(ref, index)
+        data = disk.read_range_nowait(key, lo, hi - lo)
+        if data is None or len(data) != hi - lo:
+            return None
+        if lo == 0 and hi == self.length(ref, index):
+            self.memory.put(key, data)
+        return data
+
     async def read_disk_ranges(
         self, ref: ObjectRef, wanted: list[tuple[int, int, int]]
     ) -> dict[int, bytes]:

@@ -3,14 +3,16 @@
 Read path for each block: memory tier -> a block waiting for its disk write
 -> disk tier -> UFS (one ranged GET per run of consecutive missing blocks, in
 a worker thread; the result fills memory, and disk behind the reader's back;
-see ``loader.py``). A disk hit reads only the bytes the request asks for
-(one ``pread``, on a thread limiter of its own, so it never waits behind
-GETs); it goes to the memory tier only when it is the whole block (a small
-file), so a large file dropped from the kernel's page cache is served from
-the block files without a whole-block read per request, and read-ahead
-leaves blocks the disk holds alone. Concurrent misses on one block share one
-fetch through ``SingleFlight``. Requests copy only the bytes asked for:
-blocks are sliced with ``memoryview`` and joined once.
+see ``loader.py``). A disk hit reads only the bytes the request asks for:
+on the trio thread when the block file is open and its bytes are in the page
+cache (``RWF_NOWAIT``), else with one ``pread`` on a thread limiter of its
+own, so it never waits behind GETs. It goes to the memory tier only when it
+is the whole block (a small file), so a large file dropped from the
+kernel's page cache is served from the block files without a whole-block
+read per request, and read-ahead leaves blocks the disk holds alone.
+Concurrent misses on one block share one fetch through ``SingleFlight``.
+Requests copy only the bytes asked for: blocks are sliced with
+``memoryview`` and joined once.
 
 Read-ahead: each open handle passes its ``ReadCursor`` (see ``prefetch.py`` for
 the window policy). Batches the cursor asks for are claimed synchronously (so
@@ -314,7 +316,12 @@ class ObjectReader:
                     found[index] = (data, 0)
                     continue
                 if index not in disk_failed and self._loader.on_disk(key):
-                    from_disk.append((index, *ranges[index]))
+                    lo, hi = ranges[index]
+                    data = self._loader.read_disk_nowait(ref, index, lo, hi)
+                    if data is not None:  # in the page cache: no thread hop
+                        found[index] = (data, lo)
+                    else:
+                        from_disk.append((index, lo, hi))
                     continue
                 mine = self._flights.claim(key)
                 assert mine is not None  # nothing awaited since get(): still free

@@ -289,3 +289,40 @@ def test_evicted_or_discarded_blocks_lose_their_trust(tmp_path: Path) -> None:
     assert cache.read_range(key(2), 0, 1) is None
     with pytest.raises(ValueError):
         cache.read_range(key(3), -1, 1)
+
+
+def test_read_range_nowait_reads_open_checked_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cloudfs.cache.disk as disk_module
+
+    monkeypatch.setattr(disk_module, "OPEN_FILES", 2)
+    metrics = Metrics()
+    cache = DiskBlockCache([str(tmp_path)], 10 * FILE, metrics)
+    data = bytes(range(BLOCK))
+    for i in range(4):
+        cache.put(key(i), data)
+    assert cache.read_range_nowait(key(0), 0, 10) is None, "not opened yet: use read_range"
+    assert cache.stats().hits == 0
+    assert cache.read_range(key(0), 0, 10) == data[:10]  # opens the checked file
+    assert cache.read_range_nowait(key(0), 20, 30) == data[20:50]  # just written: cached
+    assert cache.read_range_nowait(key(0), 90, 30) == data[90:], "short at the end"
+    assert cache.stats().hits == 3
+    path = cache.path_of(key(0))
+    mtime = os.stat(path).st_mtime_ns
+    os.utime(path, ns=(mtime + 1, mtime + 1))  # changed since checked: not trusted
+    assert cache.read_range_nowait(key(0), 0, 10) is None
+    assert cache.read_range(key(0), 0, 10) == data[:10]  # checked again, reopened
+    assert cache.read_range_nowait(key(0), 0, 10) == data[:10]
+    for i in (1, 2):
+        cache.read_range(key(i), 0, 1)
+    assert cache.read_range_nowait(key(0), 0, 10) is None, "closed: only 2 files stay open"
+    assert cache.read_range_nowait(key(2), 0, 10) == data[:10]
+    cache.discard(key(2))
+    assert cache.read_range_nowait(key(2), 0, 10) is None
+    open_fds = len(os.listdir("/proc/self/fd"))
+    del cache
+    import gc
+
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == open_fds - 1, "a dropped cache closes its files"

@@ -52,6 +52,33 @@ def test_a_disk_hit_reads_just_the_range_and_leaves_memory_alone(tmp_path: Path)
     assert hit_bytes == 20 + 2 * BS + BS
 
 
+def test_disk_hits_in_the_page_cache_cost_no_thread_hop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = payload(4 * BS)
+    store, ref = warm(tmp_path, data)
+    second = Rig(store, str(tmp_path))
+    assert second.disk is not None
+    threaded: list[str] = []
+    real = second.disk.read_range
+
+    def counting(key: str, offset: int, length: int, size_hint: int = 0) -> bytes | None:
+        threaded.append(key)
+        return real(key, offset, length, size_hint)
+
+    monkeypatch.setattr(second.disk, "read_range", counting)
+
+    async def body(reader: ObjectReader) -> None:
+        for _ in range(3):
+            for offset in range(0, ref.size, BS // 4):
+                assert await reader.read(ref, offset, BS // 4) == data[offset : offset + BS // 4]
+
+    second.run(body)
+    assert len(threaded) == 4, "one threaded read per block (it checks and opens the file)"
+    assert second.metric("cloudfs_blockcache_hits_total", "disk") == 3 * 16
+    assert store.calls["get_range"] == 1
+
+
 def test_read_ahead_leaves_blocks_the_disk_holds_alone(tmp_path: Path) -> None:
     data = payload(12 * BS)
     store, ref = warm(tmp_path, data)
@@ -146,6 +173,9 @@ class GatedDisk:
 
     def contains(self, key: str) -> bool:
         return self.inner.contains(key)
+
+    def read_range_nowait(self, key: str, offset: int, length: int) -> bytes | None:
+        return self.inner.read_range_nowait(key, offset, length)
 
     def miss_if_absent(self, key: str, size_hint: int = 0) -> bool:
         return self.inner.miss_if_absent(key, size_hint)
