@@ -210,7 +210,7 @@ class ObjectReader:
         """Start fetching a one-block object now: its first read will want all of it.
 
         Best effort, in the read-ahead nursery and within the global read-ahead
-        budget; a block held in memory or already in flight is left alone.
+        budget; a block held in memory or on disk, or already in flight, is left alone.
         """
         nursery = self._nursery
         if nursery is None or not ref.etag or block_count(ref.size, self._bs) != 1:
@@ -218,8 +218,8 @@ class ObjectReader:
         if self._prefetch_inflight >= self._max_prefetch:
             return
         key = self._loader.key(ref, 0)
-        if self._memory.contains(key):
-            return
+        if self._memory.contains(key) or self._loader.on_disk(key):
+            return  # a disk hit is read in place by the read itself (often with no thread hop)
         flight = self._flights.claim(key)
         if flight is None:
             return

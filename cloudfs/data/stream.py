@@ -76,7 +76,7 @@ class SequentialStream:
 
     async def _read(self, to_disk: trio.MemorySendChannel[tuple[str, bytes]]) -> None:
         body: BinaryIO | None = None
-        buffer = bytearray(self._loader.block_size)  # the body is read into it, block by block
+        buffer: bytearray | None = None  # the body is read into it, block by block
         position = -1  # the block index ``body`` is at
         batch: Claimed = []
         error: FsError | None = None
@@ -89,6 +89,8 @@ class SequentialStream:
                 held = len(batch)
                 batch = await self._loader.from_disk(self.ref, batch, prefetch=True)
                 self._release(held - len(batch))
+                if batch and buffer is None:
+                    buffer = bytearray(self._loader.block_size)
                 while batch:
                     index, flight = batch[0]
                     if body is None or not 0 <= index - position <= MAX_SKIP_BLOCKS:
@@ -107,6 +109,7 @@ class SequentialStream:
                     keyed = self._loader.hand_over(self.ref, index, data, flight, to_memory=True)
                     await to_disk.send(keyed)
                 batch = []
+                buffer = None  # an idle stream holds no block-sized buffer
         except FsError as exc:  # the store failed, after its own retries: waiters get it
             log.debug("read-ahead stream of %s failed: %r", self.ref.key, exc)
             error = exc

@@ -79,6 +79,21 @@ def test_disk_hits_in_the_page_cache_cost_no_thread_hop(
     assert store.calls["get_range"] == 1
 
 
+def test_fetch_on_open_leaves_a_small_file_on_disk_to_its_read(tmp_path: Path) -> None:
+    data = payload(BS - 5)
+    store, ref = warm(tmp_path, data)
+    second = Rig(store, str(tmp_path))
+
+    async def body(reader: ObjectReader) -> None:
+        reader.fetch_on_open(ref)
+        assert reader.prefetch_inflight == 0
+        assert await reader.read(ref, 0, BS) == data
+        assert second.memory.stats().blocks == 1, "a whole block read from disk is kept"
+
+    second.run(body)
+    assert store.calls["get_range"] == 1
+
+
 def test_read_ahead_leaves_blocks_the_disk_holds_alone(tmp_path: Path) -> None:
     data = payload(12 * BS)
     store, ref = warm(tmp_path, data)
