@@ -92,7 +92,12 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         read_only=config.read_only,
     )
     uploader = Uploader(
-        journal, store, vfs.files, metrics, _upload_policy(config.write), trio.CapacityLimiter(16)
+        journal,
+        store,
+        vfs.files.committer,
+        metrics,
+        _upload_policy(config.write),
+        trio.CapacityLimiter(16),
     )
     vfs.files.attach_uploader(uploader, write_back=config.write.mode == "back")
     vfs.files.space.limit = config.write.staging_bytes

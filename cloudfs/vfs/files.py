@@ -4,26 +4,22 @@ Reads of a clean file go to the block cache (``ObjectReader``) under the
 object's identity (key, ETag) resolved at open, and again after a rename or
 unlink in the mount moved objects around. The first write (or truncate) gives the
 inode a staged copy on local disk, copy-on-write over the UFS object. Flush,
-fsync and release then either upload the whole staged copy and record the new
-ETag in the tree (write-through), or, in write-back mode, move it into the
-write-back journal of the attached ``Uploader``, record its size as pending
-in the tree, and leave the upload to the uploader. Until it is uploaded, this
-mount reads the file from the journal, and a new write starts from a copy of
-it. Close-to-open: an open after a close sees the new bytes.
+fsync and release then commit a dirty staged copy through ``data/commit.py``:
+uploaded and recorded in the tree (write-through), or, in write-back mode,
+moved into the write-back journal of the attached ``Uploader`` with its size
+recorded as pending. Until it is uploaded, this mount reads the file from the
+journal, and a new write starts from a copy of it. Close-to-open: an open
+after a close sees the new bytes.
 
 Opens are counted here, in memory. A shared tree (the tree service) is told of
 every open and release, since another mount's unlink must not free a file open
 in this one; the embedded tree, which only this mount changes, is told only
 when an open file loses a name (``before_unlink``), and of its last release
 then: an open and a close cost no tree write.
-
-``FileIO`` is also the uploader's ``UploadSink``: it tells the uploader a
-file's current key and records finished uploads in the tree.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -35,14 +31,15 @@ from typing import Any, ParamSpec, TypeVar
 import trio
 
 from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.commit import Committer
 from cloudfs.data.journal import JournalEntry
 from cloudfs.data.reader import ObjectReader, ReadCursor
 from cloudfs.data.space import StagingSpace
 from cloudfs.data.staging import StagedFile
 from cloudfs.data.uploader import Uploader
-from cloudfs.errors import FsError, IsADirectory, NotFound, ReadOnly
+from cloudfs.errors import IsADirectory, ReadOnly
 from cloudfs.meta.interface import Meta
-from cloudfs.types import Attr, HandleId, InodeId, ObjectInfo
+from cloudfs.types import Attr, HandleId, InodeId
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.vfs.handles import FileHandle, HandleTable, OpenInode
 
@@ -85,16 +82,17 @@ class FileIO:
         self._seen: OrderedDict[InodeId, tuple[str, int, int]] = OrderedDict()
         # Bumped by every rename and unlink: object keys of open files may have moved.
         self._generation = 0
-        self._uploader: Uploader | None = None
-        self._write_back = False
+        self.committer = Committer(
+            meta, store, meta_call, meta_read, self._remember_attr, self._uploaded_behind
+        )
         self.space = StagingSpace()  # no bound until the composition root sets one
 
     def attach_uploader(self, uploader: Uploader, *, write_back: bool) -> None:
         """Read files still owed to the UFS from ``uploader``'s journal; with
         ``write_back``, close files into it too (else only files already owed:
         bytes from an earlier write-back mount must not be overtaken)."""
-        self._uploader = uploader
-        self._write_back = write_back
+        self.committer.uploader = uploader
+        self.committer.write_back = write_back
         self.space.count_journal(lambda: uploader.backlog().bytes)
 
     async def _m(self, fn: Callable[P, T], *args: Any) -> T:
@@ -274,8 +272,8 @@ class FileIO:
         oi = self._open.get(attr.inode)
         if oi is not None and attr.nlink == 0:
             oi.unlinked = True
-        if attr.nlink == 0 and self._uploader is not None:
-            self._uploader.unlinked(attr.inode)  # a journaled copy is owed to nobody now
+        if attr.nlink == 0 and self.committer.uploader is not None:
+            self.committer.uploader.unlinked(attr.inode)  # a journaled copy is owed to nobody now
 
     def namespace_changed(self) -> None:
         """A rename or unlink happened: re-resolve the objects of open files before use."""
@@ -319,7 +317,8 @@ class FileIO:
         return oi.staged
 
     def _pending(self, inode: InodeId) -> JournalEntry | None:
-        return self._uploader.pending(inode) if self._uploader is not None else None
+        uploader = self.committer.uploader
+        return uploader.pending(inode) if uploader is not None else None
 
     async def _read_pending(self, entry: JournalEntry, offset: int, size: int) -> bytes | None:
         """Bytes of a file waiting in the journal; None if it was uploaded meanwhile."""
@@ -341,84 +340,29 @@ class FileIO:
         staged = oi.staged
         if staged is None or not staged.dirty or oi.unlinked:
             return
-        try:
-            key = await self._r(self._meta.object_key, oi.inode)
-        except NotFound:
+        key = await self.committer.key_of(oi.inode)
+        if key is None:
             oi.unlinked = True  # the last name went away meanwhile
             return
         size = staged.size
         mtime_ns = oi.mtime_ns or time.time_ns()
-        uploader = self._uploader
-        if uploader is not None and (self._write_back or uploader.pending(oi.inode)):
-            await self._seal(oi, staged, key, size, mtime_ns, uploader)
+        if self.committer.journaled(oi.inode):
+            path = await staged.detach()
+            oi.staged = None  # its bytes go to the journal
+            await self.committer.seal(oi.inode, path, key, size, mtime_ns)
             return
         generation = self._generation
-        try:
-            info = await staged.upload(self._store, key)
-            if generation != self._generation:
-                await self._follow_rename(oi, key)
-        except FsError:
-            log.error("upload of inode %d to %r failed: close() reports the error", oi.inode, key)
-            raise
-        attr = await self._m(self._meta.commit_upload, oi.inode, size, mtime_ns, info.etag)
-        self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
+        moved = lambda: generation != self._generation  # noqa: E731
+        if not await self.committer.upload(oi.inode, staged, key, size, mtime_ns, moved):
+            oi.unlinked = True
 
-    async def _seal(
-        self,
-        oi: OpenInode,
-        staged: StagedFile,
-        key: str,
-        size: int,
-        mtime_ns: int,
-        uploader: Uploader,
-    ) -> None:
-        """Write-back: journal the staged copy durably, then record its size as pending."""
-        path = await staged.detach()
-        oi.staged = None
-        try:
-            await uploader.seal(oi.inode, key, size, mtime_ns, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-            raise
-        attr = await self._m(self._meta.commit_pending, oi.inode, size, mtime_ns)
-        self._remember(oi.inode, (attr.etag, attr.size, attr.mtime_ns))
-
-    # -- the uploader's sink (write-back) ------------------------------------
-
-    async def key_of(self, inode: int) -> str | None:
-        try:
-            return await self._r(self._meta.object_key, InodeId(inode))
-        except NotFound:
-            return None
-
-    async def uploaded(self, entry: JournalEntry, info: ObjectInfo) -> None:
-        inode = InodeId(entry.inode)
-        try:
-            attr = await self._m(
-                self._meta.commit_upload, inode, entry.size, entry.mtime_ns, info.etag
-            )
-        except NotFound:  # unlinked after the put: nobody may see the object
-            await trio.to_thread.run_sync(self._store.delete, info.key)
-            return
-        self._remember(inode, (attr.etag, attr.size, attr.mtime_ns))
+    def _uploaded_behind(self, inode: InodeId) -> None:
         oi = self._open.get(inode)
         if oi is not None:
             oi.generation = -1  # its reads go to the new object from now on
 
-    async def _follow_rename(self, oi: OpenInode, uploaded_to: str) -> None:
-        """A rename or unlink while uploading: move (or drop) what was just uploaded."""
-        try:
-            key = await self._r(self._meta.object_key, oi.inode)
-        except NotFound:
-            key = None
-        if key == uploaded_to:
-            return
-        if key is None:
-            oi.unlinked = True
-            await trio.to_thread.run_sync(self._store.delete, uploaded_to)
-        else:
-            await trio.to_thread.run_sync(self._store.rename, uploaded_to, key)
+    def _remember_attr(self, attr: Attr) -> None:
+        self._remember(attr.inode, (attr.etag, attr.size, attr.mtime_ns))
 
     def _remember(self, inode: InodeId, version: tuple[str, int, int]) -> None:
         self._seen[inode] = version
