@@ -113,6 +113,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         # a tree service pushes new names (Invalidator); a local tree answers at once
         negative_timeout=0.0 if meta.local_reads else config.meta_ttl,
         dataset_mode=dataset_mode,
+        cache_listings=dataset_mode and session.caches_listings(),
     )
     options = session.mount_options(
         config.ufs_uri,

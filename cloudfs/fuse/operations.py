@@ -8,9 +8,10 @@ Dataset mode (``dataset_mode``, read-only mounts with the patched pyfuse3 of
 ``deploy/pyfuse3/``): ``open`` and ``flush`` answer ENOSYS, which the kernel
 takes as libfuse's no_open and no_flush. From the first such answer on it
 sends no OPEN, FLUSH or RELEASE for any file, keeps the page cache across
-opens, and passes the inode where ``read`` expects a handle. A warm file is
-then served by the kernel alone; what changes is dropped from it explicitly
-(``Invalidator``).
+opens, and passes the inode where ``read`` expects a handle. Directory
+listings are kept in the page cache as well (``cache_readdir``, which the
+patched ``opendir`` reads). A warm file or listing is then served by the
+kernel alone; what changes is dropped from it explicitly (``Invalidator``).
 
 Every request costs a counter, a latency observation and, on error, an error
 counter; their label children are bound once per operation name, not looked
@@ -82,11 +83,13 @@ class CloudFsOperations(pyfuse3.Operations):
         block_size: int,
         negative_timeout: float = 0.0,
         dataset_mode: bool = False,
+        cache_listings: bool = False,
     ) -> None:
         """``timeout``: how long the kernel keeps names and attributes;
         ``negative_timeout``: how long it remembers that a name does not exist (0: not at
         all; a tree-service mount, whose server pushes new names, sets it);
-        ``dataset_mode``: let the kernel skip open, flush and release (module doc)."""
+        ``dataset_mode``: let the kernel skip open, flush and release (module doc);
+        ``cache_listings``: let it keep directory listings until told they changed."""
         super().__init__()
         self._vfs = vfs
         self._bound = _BoundMetrics(metrics)
@@ -96,6 +99,7 @@ class CloudFsOperations(pyfuse3.Operations):
         self._block_size = block_size
         self._negative_timeout = negative_timeout
         self._dataset_mode = dataset_mode
+        self.cache_readdir = cache_listings  # read by the patched pyfuse3 at each opendir
 
     async def _run(self, op: str, work: Awaitable[T]) -> T:
         start = time.perf_counter()

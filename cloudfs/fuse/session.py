@@ -49,6 +49,12 @@ def reads_without_open() -> bool:
     return bool(getattr(pyfuse3, "READ_WITHOUT_OPEN_PASSES_INODE", False))
 
 
+def caches_listings() -> bool:
+    """Whether this pyfuse3 lets ``opendir`` keep listings in the page cache
+    (``Operations.cache_readdir``; the patched build of ``deploy/pyfuse3/``)."""
+    return bool(getattr(pyfuse3, "OPENDIR_HONOURS_CACHE_READDIR", False))
+
+
 def start(ops: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
     """Mount on ``mountpoint`` (a resolved path); the kernel then queues requests for ``serve``.
 

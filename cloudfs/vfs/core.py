@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -128,17 +128,23 @@ class Vfs:
     # -- directories ---------------------------------------------------------
 
     async def opendir(self, inode: InodeId) -> HandleId:
+        if self.read_only:  # no rmdir here to survive: no tree bookkeeping, no thread hop
+            if not (await self._read(self.meta.getattr, inode)).is_dir:
+                raise NotADirectory()
+            return self._dirs.add(DirHandle(inode, held=False))
         attr = await self._meta(self.meta.open, inode)  # an open directory survives rmdir
         if not attr.is_dir:
             await self._meta(self.meta.release, inode)
             raise NotADirectory()
         return self._dirs.add(DirHandle(inode))
 
-    async def readdir(self, fh: int, index: int) -> tuple[list[DirEntry], int]:
+    async def readdir(self, fh: int, index: int) -> tuple[Iterator[DirEntry], int]:
         """Entries from position ``index`` on (at least one page if any remain).
 
         Returns them with the position of the first one. Positions are stable
         for the life of the handle, as the kernel's readdir offsets must be.
+        The entries come lazily: the kernel's buffer takes a few dozen of them
+        per request, and a listing of n entries must not cost n² work.
         """
         handle = self._dirs.get(fh)
         while index >= len(handle.entries) and not handle.complete:
@@ -148,12 +154,18 @@ class Vfs:
                 self.inode_reads.seen(entry.attr)
             handle.entries.extend(page)
             handle.complete = len(page) < READDIR_PAGE
-        entries = [replace(e, attr=self.files.overlay(e.attr)) for e in handle.entries[index:]]
-        return entries, index
+        return self._overlaid(handle.entries, index), index
+
+    def _overlaid(self, entries: list[DirEntry], index: int) -> Iterator[DirEntry]:
+        for i in range(index, len(entries)):
+            entry = entries[i]
+            attr = self.files.overlay(entry.attr)
+            yield entry if attr is entry.attr else replace(entry, attr=attr)
 
     async def releasedir(self, fh: int) -> None:
         handle = self._dirs.pop(fh)
-        await self._meta(self.meta.release, handle.inode)
+        if handle.held:
+            await self._meta(self.meta.release, handle.inode)
 
     async def mkdir(self, parent: InodeId, name: bytes, mode: int, caller: Caller) -> Attr:
         self._check_writable()

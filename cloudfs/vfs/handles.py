@@ -63,6 +63,7 @@ class DirHandle:
     inode: InodeId
     entries: list[DirEntry] = field(default_factory=list)
     complete: bool = False
+    held: bool = True  # the tree counts it open (released with the handle)
 
 
 H = TypeVar("H")

@@ -92,6 +92,33 @@ def test_warm_files_are_served_by_the_kernel(backing: Backing, mount_factory: Mo
         assert "through the mount" not in m.log()
 
 
+def test_warm_listings_are_served_by_the_kernel(
+    backing: Backing, mount_factory: MountFactory
+) -> None:
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
+    _put(backing, DATASET)
+    with mount_factory("--read-only") as m:
+
+        def walk() -> dict[str, int]:
+            seen = {}
+            for dirpath, _, filenames in os.walk(m.root):
+                with os.scandir(dirpath) as entries:
+                    for entry in entries:
+                        seen[entry.path] = entry.stat(follow_symlinks=False).st_size
+                assert all(os.path.join(dirpath, f) in seen for f in filenames)
+            return seen
+
+        first = walk()
+        assert first == {str(m.root / k): len(v) for k, v in DATASET.items()} | {
+            str(m.root / d): 0 for d in ("train", "d", "d/e")
+        }
+        listed = _ops(m).get("readdir", 0)
+        for _ in range(3):
+            assert walk() == first
+        assert _ops(m).get("readdir", 0) == listed  # the kernel kept every listing
+
+
 def test_reads_after_the_kernel_dropped_its_cache(
     backing: Backing, mount_factory: MountFactory
 ) -> None:
@@ -212,6 +239,7 @@ def test_ufs_changes_are_seen_whole_after_the_ttl(
         eventually(whole_new, what="the new same.bin")
         eventually(lambda: (r / "grow.txt").read_bytes() == new["grow.txt"])
         eventually(lambda: not (r / "gone.txt").exists())
+        eventually(lambda: sorted(os.listdir(r)) == ["grow.txt", "same.bin"])  # cached listing
 
 
 def test_a_change_in_another_mount_is_seen_at_once(tree_server: Any, tmp_path: Path) -> None:
@@ -224,8 +252,9 @@ def test_a_change_in_another_mount_is_seen_at_once(tree_server: Any, tmp_path: P
         mounted(backing, ["--read-only", "--meta-ttl", "300"]) as reader,
     ):
         assert _stats(reader)["mount"]["opens"] == "by the kernel (dataset mode)"
+        assert os.listdir(reader.root) == []  # the kernel keeps this listing
         (writer.root / "shared.bin").write_bytes(b"version one")
-        eventually(lambda: (reader.root / "shared.bin").exists())
+        eventually(lambda: os.listdir(reader.root) == ["shared.bin"], what="the new name")
         assert (reader.root / "shared.bin").read_bytes() == b"version one"
         assert (reader.root / "shared.bin").read_bytes() == b"version one"  # from the kernel
         (writer.root / "shared.bin").write_bytes(b"version two, which is longer")
@@ -236,6 +265,8 @@ def test_a_change_in_another_mount_is_seen_at_once(tree_server: Any, tmp_path: P
         eventually(
             lambda: (reader.root / "shared.bin").read_bytes() == b"version 3, same len as two!!"
         )
+        (writer.root / "shared.bin").unlink()
+        eventually(lambda: os.listdir(reader.root) == [], what="the unlink")
 
 
 @pytest.mark.parametrize(
@@ -280,12 +311,14 @@ def _ufs_change_then_refresh(backing: Backing, m: Mount) -> None:
     # The TTL is long: the kernel and the tree still show the old state...
     assert (r / "train/0001.jpg").read_bytes() == old["train/0001.jpg"]
     assert not (r / "train/0003.jpg").exists()
+    assert "0003.jpg" not in os.listdir(r / "train")
     # ...until refreshed: then at once, whole.
     result = _refresh(r / "train/0001.jpg")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("refreshed 1 directory: ")
     assert (r / "train/0001.jpg").read_bytes() == new["train/0001.jpg"]
     assert (r / "train/0003.jpg").read_bytes() == new["train/0003.jpg"]
+    assert sorted(os.listdir(r / "train")) == ["0001.jpg", "0002.jpg", "0003.jpg", "big.bin"]
     assert (r / "a.txt").read_bytes() == old["a.txt"]  # elsewhere: untouched
 
 
