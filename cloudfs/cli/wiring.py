@@ -39,6 +39,9 @@ from cloudfs.vfs.core import Vfs
 
 log = logging.getLogger(__name__)
 
+# At unmount, how long blocks fetched but not yet written to the disk tier may take.
+DISK_DRAIN_SECONDS = 10.0
+
 
 def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     """Mount ``config`` and return the function that serves it until unmounted.
@@ -150,10 +153,16 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
+    async def before_stop() -> None:
+        """After the last kernel request: fetched blocks onto disk, then the write-back drain."""
+        with trio.move_on_after(DISK_DRAIN_SECONDS):
+            await reader.drain_disk_writes()
+        await writeback.drain_before_exit()
+
     def serve() -> int:
         try:
             invalidator.start()
-            signalled = trio.run(session.serve, start_background, writeback.drain_before_exit)
+            signalled = trio.run(session.serve, start_background, before_stop)
             session.stop(unmount=signalled)
         finally:
             invalidator.stop()  # before meta.close(), which ends its stream

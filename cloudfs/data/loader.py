@@ -55,6 +55,8 @@ Claimed = list[tuple[int, Flight[bytes]]]
 
 # Threads for disk-tier reads: page-cache hits take microseconds, SSD reads ~0.1 ms.
 DISK_READ_THREADS = 8
+# Block keys remembered (sha256 of store, key, ETag, block size, index: ~2 us each).
+KEYS_REMEMBERED = 65_536
 
 
 class BlockLoader:
@@ -85,13 +87,21 @@ class BlockLoader:
         self._metrics = metrics
         self._store_id = store_id
         self._limiter = limiter
+        self._keys: dict[tuple[ObjectRef, int], str] = {}
 
     @property
     def block_size(self) -> int:
         return self._bs
 
     def key(self, ref: ObjectRef, index: int) -> str:
-        return block_key(self._store_id, ref, index, self._bs)
+        """Block ``index``'s cache key, hashed once per block of an object in use."""
+        keys = self._keys
+        found = keys.get((ref, index))
+        if found is None:
+            if len(keys) >= KEYS_REMEMBERED:
+                keys.clear()  # cheap to rebuild: one hash per block
+            found = keys[(ref, index)] = block_key(self._store_id, ref, index, self._bs)
+        return found
 
     def length(self, ref: ObjectRef, index: int) -> int:
         return block_length(index, ref.size, self._bs)

@@ -176,8 +176,12 @@ class ObjectReader:
 
     async def read(
         self, ref: ObjectRef, offset: int, size: int, cursor: ReadCursor | None = None
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """Bytes ``[offset, min(offset + size, ref.size))`` of ``ref``.
+
+        Within one block, a view of the cached block (no copy: the kernel's
+        128 KiB-1 MiB requests are answered straight from it); across blocks,
+        one joined copy.
 
         Pass the handle's ``cursor`` to get read-ahead for sequential reads.
         Raises the store's ``FsError`` (``NotFound``, ``RemoteIOError``, ...)
@@ -203,7 +207,7 @@ class ObjectReader:
                 return data  # a whole cached block or an exact disk range: no copy at all
             parts.append(memoryview(data)[lo - base : hi - base])
         if len(parts) == 1:
-            return bytes(parts[0])
+            return parts[0]
         return b"".join(parts)
 
     def fetch_on_open(self, ref: ObjectRef) -> None:

@@ -162,7 +162,7 @@ class StagedFile:
 
     # -- I/O ------------------------------------------------------------------
 
-    async def pread(self, offset: int, size: int) -> bytes:
+    async def pread(self, offset: int, size: int) -> bytes | memoryview:
         """Bytes ``[offset, min(offset + size, self.size))``."""
         self._check_open()
         if offset < 0 or size < 0:
@@ -171,7 +171,7 @@ class StagedFile:
         if end <= offset:
             return b""
         base = self._base
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         for from_base, lo, hi in self._plan(offset, end):
             if from_base and base is not None:
                 data = await self._reader.read(base, lo, hi - lo, self._cursor)
@@ -368,7 +368,7 @@ def _fs_error(exc: OSError) -> FsError:
     return cls(f"staging: {exc}", errno=code)
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)

@@ -287,7 +287,7 @@ class CloudFsOperations(pyfuse3.Operations):
         fh, keep_cache = await self._run("open", self._vfs.open(InodeId(inode), flags))
         return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=keep_cache)
 
-    async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
+    async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         if self._dataset_mode:  # no open was answered: ``fh`` is the inode
             data = await self._run("read", self._vfs.read_inode(InodeId(fh), off, size))
         else:

@@ -195,7 +195,7 @@ class Vfs:
     async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
         return await self.files.open(inode, flags)
 
-    async def read(self, fh: int, offset: int, size: int) -> bytes:
+    async def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:
         return await self.files.read(fh, offset, size)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
@@ -210,7 +210,7 @@ class Vfs:
     async def release(self, fh: int) -> None:
         await self.files.release(fh)
 
-    async def read_inode(self, inode: InodeId, offset: int, size: int) -> bytes:
+    async def read_inode(self, inode: InodeId, offset: int, size: int) -> bytes | memoryview:
         """A read the kernel sent without an open (dataset mode): keyed by inode."""
         return await self.inode_reads.read(inode, offset, size)
 

@@ -188,7 +188,7 @@ class FileIO:
 
     # -- read / write ------------------------------------------------------
 
-    async def read(self, fh: int, offset: int, size: int) -> bytes:
+    async def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:
         handle = self._handles.get(fh)
         oi = self._open[handle.inode]
         if oi.staged is not None:

@@ -48,7 +48,7 @@ class InodeReads:
         # Insertion-ordered: the first key is the oldest resolved version.
         self._versions: dict[InodeId, tuple[ObjectRef, ReadCursor]] = {}
 
-    async def read(self, inode: InodeId, offset: int, size: int) -> bytes:
+    async def read(self, inode: InodeId, offset: int, size: int) -> bytes | memoryview:
         entry = self._versions.get(inode)
         if entry is None:
             entry = await self._resolve(inode)
