@@ -1,8 +1,9 @@
 """The README's first command: a sample training set on a local S3 endpoint, read twice.
 
 Starts an S3-compatible server (moto) on 127.0.0.1, writes a small ImageNet-like
-training set into a bucket, mounts it with ``cloudfs mount`` on the embedded
-default (LMDB tree, local cache; no server to start by hand), reads every file
+training set into a bucket, mounts it read-only with ``cloudfs mount`` on the
+embedded default (LMDB tree, local cache; no server to start by hand; dataset
+mode, where the kernel serves warm files without asking the mount), reads every file
 through the mount (cold), again (warm), and once more after dropping the
 kernel's page cache (served by CloudFS's own block cache), then prints the
 throughput of each pass and the block-cache hit ratio scraped from the mount's
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import random
 import re
@@ -84,6 +86,15 @@ def hit_ratio(before: dict[str, float], after: dict[str, float]) -> tuple[float,
     return (hits / total if total else 1.0), int(hits), int(misses)
 
 
+def opens_of(mnt: Path) -> str:
+    """How the mount serves opens, from ``cloudfs stats`` (dataset mode or not)."""
+    stats = subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mnt), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return str(json.loads(stats.stdout)["mount"].get("opens", "?"))
+
+
 def drop_kernel_caches() -> bool:
     try:
         os.sync()
@@ -113,9 +124,10 @@ def main() -> int:
         mnt.mkdir()
         port = free_port()
         cmd = [sys.executable, "-m", "cloudfs.cli.main", "mount", f"s3://{BUCKET}", str(mnt),
-               "--cache-dir", f"{tmp}/cache", "--metrics", f"127.0.0.1:{port}"]  # fmt: skip
+               "--cache-dir", f"{tmp}/cache", "--metrics", f"127.0.0.1:{port}",
+               "--read-only"]  # fmt: skip
         subprocess.run(cmd, check=True, env=s3.env())
-        print(f"mounted at {mnt}\n")
+        print(f"mounted at {mnt} (read-only); opens go {opens_of(mnt)}\n")
         try:
             rows = []
             for label, drop in (
