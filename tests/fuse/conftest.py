@@ -38,11 +38,15 @@ BACKENDS = ["plain"] if PLAIN else ["local", "s3"]
 # The POSIX suite (the shared ``mnt``) also runs on "tree": a local directory whose
 # tree is served by two tree servers over a 3-member etcd; the test's mount goes
 # through the first, and after each test a second mount, through the second
-# server, must show the same tree. Tests with a mount of their own (``backing``)
-# test the mount's own machinery on the first two.
+# server, must show the same tree. That second mount is read-only, so in dataset
+# mode: every read-only operation (lookup, stat, readdir, readlink, read) of every
+# test's result goes through the kernel's long-lived caches and the pushed
+# invalidations. Tests with a mount of their own (``backing``) test the mount's
+# own machinery on the first two.
 SHARED_BACKENDS = ["plain"] if PLAIN else [*BACKENDS, "tree"]
 
 MountFactory = Callable[..., AbstractContextManager[Mount]]
+DATASET_PEER = ["--read-only", "--dataset-mode", "on"]  # the tree backend's second mount
 
 _buckets = itertools.count()
 _subdirs = itertools.count()
@@ -106,7 +110,7 @@ def shared_mounts(shared_backing: Backing) -> Iterator[tuple[Path, Path | None]]
         if shared_backing.peer_uri is None:
             yield m.root, None
             return
-        with mounted(shared_backing.peer()) as peer:
+        with mounted(shared_backing.peer(), DATASET_PEER) as peer:
             yield m.root, peer.root
 
 
