@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from collections import defaultdict
 from typing import Any
 
@@ -22,7 +23,9 @@ def add_parser(commands: Any) -> None:
         help="list directories of a mount from the UFS again now",
         description=__doc__,
     )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a directory, or a file in one")
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a directory, or a file (new or not) in one"
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (120)")
     p.set_defaults(run=run)
 
@@ -38,16 +41,22 @@ def run(args: argparse.Namespace) -> int:
         answer = client.result(mountpoint, request, timeout=args.timeout)
         directories += int(answer["directories"])
         changes += int(answer["changes"])
-    print(f"refreshed {directories} director{'y' if directories == 1 else 'ies'}: "
-          f"{changes} change{'' if changes == 1 else 's'}")
+    print(
+        f"refreshed {directories} director{'y' if directories == 1 else 'ies'}: "
+        f"{changes} change{'' if changes == 1 else 's'}"
+    )
     return 0
 
 
 def _directory_inode(path: str) -> int:
-    """The inode of ``path`` if it is a directory, else of the directory holding it."""
+    """The inode of ``path`` if it is a directory, else of the directory holding it
+    (also when ``path`` is not there yet: a file just put into the UFS)."""
     try:
-        st = os.stat(path)
-        if not os.path.isdir(path):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
             st = os.stat(os.path.dirname(os.path.abspath(path)))
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None

@@ -1,7 +1,6 @@
 """A running mount's pid, so ``cloudfs umount`` can wait for it; the default cache root.
 
-Where the pid file and the control socket live is ``cloudfs.control.paths``
-(``control_socket`` is re-exported here for the CLI's wiring).
+Where the pid file and the control socket live is ``cloudfs.control.paths``.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ import os
 import time
 from pathlib import Path
 
-from cloudfs.control.paths import control_socket as control_socket
 from cloudfs.control.paths import pid_file
 
 

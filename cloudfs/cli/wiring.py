@@ -16,6 +16,7 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
+from cloudfs.control import paths
 from cloudfs.control.cache_ops import CacheControl
 from cloudfs.control.refresh_ops import RefreshControl
 from cloudfs.control.server import ControlServer
@@ -135,7 +136,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
     invalidator = Invalidator(meta, vfs.forget_version)
     control = ControlServer(
-        runtime.control_socket(config.mountpoint),
+        paths.control_socket(config.mountpoint),
         {
             **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
             **RefreshControl(meta, invalidator.apply).handlers(),

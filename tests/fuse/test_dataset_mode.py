@@ -322,6 +322,10 @@ def test_refresh_shows_ufs_changes_at_once(backing: Backing, mount_factory: Moun
     _put(backing, DATASET)
     with mount_factory("--read-only", *SMALL_BLOCKS) as m:  # --meta-ttl 300 in dataset mode
         _ufs_change_then_refresh(backing, m)
+        # a file just put into the UFS, named before the mount has seen it
+        _put(backing, {"d/e/fresh.txt": b"fresh"})
+        assert _refresh(m.root / "d/e/fresh.txt").returncode == 0
+        assert (m.root / "d/e/fresh.txt").read_bytes() == b"fresh"
 
 
 def test_refresh_through_the_tree_service(tree_server: Any, tmp_path: Path) -> None:

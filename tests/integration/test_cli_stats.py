@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cloudfs.cli import runtime
+from cloudfs.control import paths
 from tests.support.mounts import Backing, Mount, mounted
 from tests.support.servers import S3Server
 
@@ -129,7 +130,7 @@ def test_a_path_not_on_a_mount_is_a_usage_error() -> None:
 
 
 def test_a_mount_that_does_not_answer_is_one_line_and_status_1(workload: Workload) -> None:
-    sock = runtime.control_socket(str(workload.mount.root))
+    sock = paths.control_socket(str(workload.mount.root))
     aside = sock.with_name(sock.name + ".aside")
     sock.rename(aside)
     try:
