@@ -78,6 +78,13 @@ class Metrics:
             registry=r,
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
         )
+        self.kernel_invalidations = Counter(
+            "cloudfs_kernel_invalidations",
+            "Inodes (attributes and pages) and names the mount told the kernel to forget"
+            " because they changed behind its back",
+            ["kind"],
+            registry=r,
+        )
         self.prefetch_bytes = Counter(
             "cloudfs_prefetch_bytes", "Bytes fetched ahead of readers or by warm-up", registry=r
         )

@@ -10,7 +10,14 @@ and lets a candidate in only if it was asked for more often than the block it
 would evict. In a repeated scan all blocks are equally frequent, ties keep
 what is cached, and so the part of the dataset that fits stays cached: the
 hit ratio from the second epoch on is about cache size / dataset size instead
-of zero. Frequencies are halved every ``10 x capacity`` accesses, so a new
+of zero.
+
+The candidate's count is taken from before the miss that brought it (every
+``put`` follows a ``get`` that recorded it). Counting that miss too breaks
+scans: in epoch n the candidate has n accesses and the LRU victim, the block
+the scan reads next, still n - 1; one over-counted key (a sketch collision)
+then starts a cascade in which each miss evicts the next block read, and a
+whole epoch misses. Frequencies are halved every ``10 x capacity`` accesses, so a new
 working set displaces an old one after a while.
 
 The frequency sketch is a count-min sketch of 4-bit counters (4 rows, the
@@ -89,7 +96,8 @@ class FrequencySketch:
 
 
 class TinyLfuAdmission:
-    """Admit a candidate only if it is more frequent than the victim (ties keep the victim)."""
+    """Admit a candidate only if it was more frequent than the victim before its
+    own miss (ties keep the victim)."""
 
     def __init__(self, expected_keys: int) -> None:
         self._sketch = FrequencySketch(expected_keys)
@@ -98,7 +106,8 @@ class TinyLfuAdmission:
         self._sketch.increment(key)
 
     def admit(self, candidate: str, victim: str) -> bool:
-        return self._sketch.frequency(candidate) > self._sketch.frequency(victim)
+        before_this_miss = self._sketch.frequency(candidate) - 1
+        return before_this_miss > self._sketch.frequency(victim)
 
 
 def make_admission(policy: str, expected_keys: int) -> Admission:

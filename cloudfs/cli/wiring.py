@@ -134,7 +134,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     pid_path = runtime.write_pid(config.mountpoint)
     # The tree tells this mount what changed behind its back: other mounts' commits
     # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
-    invalidator = Invalidator(meta, vfs.forget_version)
+    invalidator = Invalidator(meta, metrics, vfs.forget_version)
     control = ControlServer(
         paths.control_socket(config.mountpoint),
         {

@@ -130,4 +130,3 @@ class CacheControl:
             return None
         key = await trio.to_thread.run_sync(self._meta.object_key, inode)
         return ObjectRef(key=key, etag=attr.etag, size=attr.size)
-

@@ -26,6 +26,7 @@ import pyfuse3
 
 from cloudfs.errors import FsError
 from cloudfs.meta.interface import ChangeSource, Invalidation
+from cloudfs.metrics import Metrics
 from cloudfs.types import InodeId
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,15 @@ log = logging.getLogger(__name__)
 
 class Invalidator:
     def __init__(
-        self, source: ChangeSource, forget: Callable[[InodeId], None] = lambda inode: None
+        self,
+        source: ChangeSource,
+        metrics: Metrics,
+        forget: Callable[[InodeId], None] = lambda inode: None,
     ) -> None:
         self._source = source
         self._forget = forget
+        self._entries = metrics.kernel_invalidations.labels(kind="entry")
+        self._inodes = metrics.kernel_invalidations.labels(kind="inode")
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cloudfs-invalidator", daemon=True)
         self.applied = 0
@@ -70,8 +76,10 @@ class Invalidator:
             pyfuse3.invalidate_entry_async(
                 pyfuse3.InodeT(parent), pyfuse3.FileNameT(name), ignore_enoent=True
             )
+            self._entries.inc()
         for inode in change.inodes:
             self._forget(inode)
             with contextlib.suppress(OSError):  # ENOENT: the kernel does not know it
                 pyfuse3.invalidate_inode(pyfuse3.InodeT(inode), attr_only=False)
+            self._inodes.inc()
         self.applied += 1

@@ -272,4 +272,3 @@ class GrpcMeta:
             except grpc.RpcError as exc:  # it expires on its own
                 log.info("could not end the session: %s", exc)
         self._channel.close()
-

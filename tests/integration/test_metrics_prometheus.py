@@ -32,7 +32,7 @@ import json
 import mmap
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +70,7 @@ MISS_BYTES = "cloudfs_blockcache_miss_bytes_total"
 FUSE_OPS = "cloudfs_fuse_ops_total"
 FUSE_ERRORS = "cloudfs_fuse_errors_total"
 FUSE_BYTES = "cloudfs_fuse_bytes_total"
+KERNEL_INVALIDATIONS = "cloudfs_kernel_invalidations_total"
 CACHE_COUNTERS = (HITS, MISSES, HIT_BYTES, MISS_BYTES, "cloudfs_blockcache_evictions_total")
 PREFETCH = (
     "cloudfs_prefetch_bytes_total",
@@ -91,6 +92,7 @@ class Workload:
     address: str  # the mount's --metrics HOST:PORT
     # "start" and each pass's name: a scrape right after it
     snaps: dict[str, Scrape] = field(repr=False)
+    reclaimed: int = 0  # buffered passes repeated because the second one was re-read
 
     def delta(self, pass_name: str, name: str, **labels: str) -> float:
         """How much the sum of ``name{labels...}`` series grew during ``pass_name``."""
@@ -149,17 +151,26 @@ def workload(s3_server: S3Server) -> Iterator[Workload]:
             s = scrape(address)
             return s.value("cloudfs_blockcache_blocks", tier="disk") == BLOCKS
 
-        for name, read in (
-            ("cold", read_direct),
-            ("warm", read_direct),
-            ("buffered", Path.read_bytes),
-            ("buffered_again", Path.read_bytes),
-            ("after_fadvise", read_after_fadvise),
-        ):
+        def run(name: str, read: Callable[[Path], bytes]) -> None:
             assert read(path) == data, f"{name} pass read wrong bytes"
             wait_for(f"the {name} pass's blocks to reach the disk tier", settled, timeout=20)
             snaps[name] = scrape(address)
-        yield Workload(mount, address, snaps)
+
+        run("cold", read_direct)
+        run("warm", read_direct)
+        reclaimed = 0
+        for _try in range(2):
+            run("buffered", Path.read_bytes)
+            run("buffered_again", Path.read_bytes)
+            if snaps["buffered_again"].total(FUSE_OPS, op="read") == snaps["buffered"].total(
+                FUSE_OPS, op="read"
+            ):
+                break
+            # The kernel may drop clean pages between two reads under memory pressure
+            # (seen once in a full CI run); CloudFS dropping them re-reads every time.
+            reclaimed += 1
+        run("after_fadvise", read_after_fadvise)
+        yield Workload(mount, address, snaps, reclaimed)
 
 
 def test_cold_pass_loads_every_block_once(workload: Workload) -> None:
@@ -215,7 +226,8 @@ def test_warm_passes_are_memory_hits_only(workload: Workload) -> None:
 def test_an_unchanged_file_is_served_from_the_page_cache(workload: Workload) -> None:
     """keep_cache: a second buffered read of an unchanged file never reaches CloudFS."""
     w = workload
-    assert w.delta("buffered_again", FUSE_OPS, op="read") == 0
+    assert w.delta("buffered_again", FUSE_OPS, op="read") == 0, f"re-read {w.reclaimed + 1} times"
+    assert w.delta("buffered_again", KERNEL_INVALIDATIONS) == 0  # nothing changed meanwhile
     assert w.delta("buffered_again", FUSE_BYTES) == 0
     assert w.delta("buffered_again", FUSE_OPS, op="open") == 1
     for name in CACHE_COUNTERS:

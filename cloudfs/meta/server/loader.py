@@ -205,9 +205,7 @@ class DirectoryLoader:
         with self._ctx.kv.transaction(write=False) as txn:
             return tree.load_dir(txn, ino).loaded_at_ns != 0
 
-    def _try_load(
-        self, ino: int, final: bool, found: list[Invalidation] | None = None
-    ) -> bool:
+    def _try_load(self, ino: int, final: bool, found: list[Invalidation] | None = None) -> bool:
         """One listing and merge; False if the directory changed meanwhile (try again).
 
         What the merge changed goes to ``on_change``, and to ``found`` if given."""
