@@ -31,6 +31,16 @@ Why this shape:
 * ``min_free_ratio`` is a floor of free space on each directory's filesystem:
   a put that would go below it first evicts our own blocks, and is declined if
   that is not enough (the disk is full of other people's files).
+* When the training job announces its read order (``set_ranker``: a
+  ``belady.Ranker`` says when each block is next read), eviction follows
+  Belady's rule instead (``belady.py``): the victim is the block read
+  farthest in the future, and a new block gets in only if it is read strictly
+  sooner than the victim -- a cache smaller than the dataset keeps the part
+  that fits, every epoch, whatever the shuffle. Blocks no announced read
+  needs leave first, in LRU order, and between two of those the ``Admission``
+  policy decides as above. The ranker owns the ranks: a read does not change
+  them, and ``reranked`` says whose changed (O(log n) each, no I/O, safe on
+  the trio thread). ``set_ranker(None)`` is LRU and admission again.
 
 Thread-safe: the index is guarded by one lock, file reads and writes happen
 outside it. The constructor scans the directories, so build it before starting
@@ -51,9 +61,10 @@ import uuid
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from cloudfs.cache.admission import Admission, AdmitAll
+from cloudfs.cache.belady import NOT_NEEDED, Ranker, RankIndex, Victim
 from cloudfs.cache.blockfile import (
     HEADER_SIZE,
     KEY_RE,
@@ -79,9 +90,10 @@ OPEN_FILES = 256  # block files kept open for read_range_nowait
 
 
 class _Shard:
-    """One cache directory: its LRU index (key -> file size, LRU first) and its share."""
+    """One cache directory: its LRU index (key -> file size, LRU first), its share, and
+    its blocks in Belady order while a ranker is installed."""
 
-    __slots__ = ("bytes", "capacity", "directory", "index", "reserved")
+    __slots__ = ("bytes", "capacity", "directory", "index", "ranked", "reserved")
 
     def __init__(self, directory: str, capacity: int) -> None:
         self.directory = directory
@@ -89,6 +101,13 @@ class _Shard:
         self.index: OrderedDict[str, int] = OrderedDict()
         self.bytes = 0  # files in the index
         self.reserved = 0  # files being written
+        self.ranked: RankIndex | None = None  # the same keys, by rank (set_ranker)
+
+    def touch(self, key: str) -> None:
+        """``key`` was read: most recently used."""
+        self.index.move_to_end(key)
+        if self.ranked is not None:
+            self.ranked.touch(key)
 
 
 class DiskBlockCache:
@@ -115,6 +134,7 @@ class DiskBlockCache:
         self._admission = admission or AdmitAll()
         self._min_free = min_free_ratio
         self._statvfs = statvfs
+        self._ranker: Ranker | None = None
         self._lock = threading.Lock()
         self._verified: dict[str, Stamp] = {}  # blocks checked in this process, and their files
         self._open: OrderedDict[str, tuple[int, Stamp]] = OrderedDict()  # LRU of open files
@@ -131,6 +151,25 @@ class DiskBlockCache:
     @property
     def directories(self) -> list[str]:
         return [shard.directory for shard in self._shards]
+
+    def set_ranker(self, ranker: Ranker | None) -> None:
+        """Evict by ``ranker``'s announced future from now on (Belady), or, with None,
+        by LRU and the admission policy again. O(n) in the cached blocks."""
+        with self._lock:
+            self._ranker = ranker
+            for shard in self._shards:
+                shard.ranked = None if ranker is None else RankIndex(ranker, shard.index)
+
+    def reranked(self, keys: Iterable[str]) -> None:
+        """The ranker's ranks of ``keys`` changed: re-file them. Keys not cached are
+        ignored. O(k log n), no I/O: safe on the trio thread."""
+        with self._lock:
+            if self._ranker is None:
+                return
+            for key in keys:
+                ranked = self._shard(key).ranked
+                if ranked is not None:
+                    ranked.rerank(key)
 
     def path_of(self, key: str) -> str:
         """Where the block ``key`` lives on disk (tests corrupt it on purpose)."""
@@ -163,7 +202,7 @@ class DiskBlockCache:
             if data is None:
                 return None
             self._open.move_to_end(key)
-            shard.index.move_to_end(key)
+            shard.touch(key)
             self._admission.record(key)
             self._counters.hit(len(data))
             return data
@@ -197,7 +236,7 @@ class DiskBlockCache:
             if size is None:
                 self._counters.miss(size_hint)
                 return None
-            shard.index.move_to_end(key)
+            shard.touch(key)
             stamp = self._verified.get(key)
         if length is None:
             length = size - HEADER_SIZE - offset
@@ -249,6 +288,8 @@ class DiskBlockCache:
                         self._counters.removed(old, evicted=False)
                     shard.index[key] = size
                     shard.bytes += size
+                    if shard.ranked is not None:
+                        shard.ranked.add(key)
                     self._counters.added(size)
 
     def _write(self, key: str, path: str, data: bytes) -> Stamp | None:
@@ -296,6 +337,8 @@ class DiskBlockCache:
         if key in shard.index:
             return True  # a rewrite of a cached block
         need = shard.bytes + shard.reserved + size - shard.capacity
+        if shard.ranked is not None:
+            return self._ranked_admits(shard, shard.ranked, key, need)
         for victim, victim_size in shard.index.items():
             if need <= 0:
                 break
@@ -303,6 +346,40 @@ class DiskBlockCache:
                 return False
             need -= victim_size
         return True
+
+    def _ranked_admits(self, shard: _Shard, ranked: RankIndex, key: str, need: int) -> bool:
+        """``_admits`` by Belady: each victim, farthest-needed first, must be needed later
+        than ``key``; between two blocks nobody needs, the admission policy decides."""
+        rank = self._rank(key)
+        taken: list[Victim] = []
+        try:
+            while need > 0:
+                victim = ranked.pop()
+                if victim is None:
+                    break
+                taken.append(victim)
+                if not self._may_evict(key, rank, victim):
+                    return False
+                need -= shard.index[victim.key]
+            return True
+        finally:
+            ranked.unpop(taken)  # _make_room takes the same victims, in the same order
+
+    def _may_evict(self, key: str, rank: int, victim: Victim) -> bool:
+        if rank == NOT_NEEDED and victim.rank == NOT_NEEDED:
+            return self._admission.admit(key, victim.key)
+        return rank < victim.rank
+
+    def _rank(self, key: str) -> int:
+        return NOT_NEEDED if self._ranker is None else self._ranker.rank(key)
+
+    def _victim(self, shard: _Shard) -> str:
+        """The block to evict next from a non-empty shard: the farthest-needed, or the LRU one."""
+        if shard.ranked is not None:
+            victim = shard.ranked.pop()
+            if victim is not None:
+                return victim.key
+        return next(iter(shard.index))
 
     def _free_space_for(self, shard: _Shard, size: int) -> bool:
         """Keep the filesystem's free-space floor: evict our blocks, or decline (no lock held)."""
@@ -316,9 +393,9 @@ class DiskBlockCache:
         deficit = int(self._min_free * st.f_blocks * st.f_frsize) - (free - size)
         with self._lock:
             while deficit > 0 and shard.index:
-                victim, victim_size = next(iter(shard.index.items()))
+                victim = self._victim(shard)
+                deficit -= shard.index[victim]
                 self._drop(shard, victim, evicted=True)
-                deficit -= victim_size
         if deficit > 0:
             log.info("disk cache: %s is below its free-space floor", shard.directory)
             return False
@@ -326,7 +403,7 @@ class DiskBlockCache:
 
     def _make_room(self, shard: _Shard, size: int) -> None:
         while shard.index and shard.bytes + shard.reserved + size > shard.capacity:
-            self._drop(shard, next(iter(shard.index)), evicted=True)
+            self._drop(shard, self._victim(shard), evicted=True)
 
     def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:
         self._verified.pop(key, None)
@@ -336,6 +413,8 @@ class DiskBlockCache:
         size = shard.index.pop(key, None)
         if size is None:
             return
+        if shard.ranked is not None:
+            shard.ranked.remove(key)
         shard.bytes -= size
         self._counters.removed(size, evicted=evicted)
         unlink_quietly(os.path.join(shard.directory, key[:2], key))
