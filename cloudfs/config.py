@@ -36,6 +36,10 @@ class CacheConfig:
     disk_dirs: tuple[str, ...] = ()  # block cache directories; () = <cache_dir>/blocks
     free_space_ratio: float = 0.1  # keep this fraction of each cache filesystem free
     policy: str = "tinylfu"  # disk-tier admission: "tinylfu" (scan-resistant) or "lru"
+    # Announced orders (cloudfs.epoch): how far ahead of a job to fetch, GETs at once.
+    order_window_files: int = 512
+    order_window_bytes: int = 0  # 0: half the memory tier
+    order_parallel: int = 32
 
 
 @dataclass(frozen=True, slots=True)

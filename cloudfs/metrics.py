@@ -85,6 +85,7 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self._job_metrics(r)
         self.prefetch_bytes = Counter(
             "cloudfs_prefetch_bytes", "Bytes fetched ahead of readers or by warm-up", registry=r
         )
@@ -125,3 +126,72 @@ class Metrics:
         self.writeback_uploaded_bytes = Counter(
             "cloudfs_writeback_uploaded_bytes", "Bytes uploaded by write-back", registry=r
         )
+
+    def _job_metrics(self, r: CollectorRegistry) -> None:
+        """Per announced job and rank (``cloudfs.epoch``); a job's series go when it ends."""
+        labels = ["job", "rank"]
+        self.job_read_files = Counter(
+            "cloudfs_job_read_files", "Files of its order the job read", labels, registry=r
+        )
+        self.job_read_bytes = Counter(
+            "cloudfs_job_read_bytes", "Bytes the job read through the mount", labels, registry=r
+        )
+        self.job_hit_bytes = Counter(
+            "cloudfs_job_hit_bytes",
+            "Bytes the job read that a cache tier held when asked",
+            labels,
+            registry=r,
+        )
+        self.job_stall_seconds = Counter(
+            "cloudfs_job_stall_seconds",
+            "Time the job's reads waited for the UFS (data stalls)",
+            labels,
+            registry=r,
+        )
+        self.job_prefetched_bytes = Counter(
+            "cloudfs_job_prefetched_bytes",
+            "Bytes fetched ahead of the job along its announced order",
+            labels,
+            registry=r,
+        )
+        self.job_prefetch_unused_bytes = Counter(
+            "cloudfs_job_prefetch_unused_bytes",
+            "Bytes fetched ahead that the job had not read when its order ended",
+            labels,
+            registry=r,
+        )
+        self.job_prefetch_lead = Gauge(
+            "cloudfs_job_prefetch_lead_files",
+            "Files fetched ahead of the job's position in its order, not read yet",
+            labels,
+            registry=r,
+        )
+        self.job_next_epoch_cached = Gauge(
+            "cloudfs_job_next_epoch_cached_ratio",
+            "Fraction of the bytes of the job's announced epoch cached when it was announced",
+            labels,
+            registry=r,
+        )
+        self.job_epoch = Gauge("cloudfs_job_epoch", "The job's epoch", labels, registry=r)
+        self.job_position = Gauge(
+            "cloudfs_job_position_files", "Files of its order the job is past", labels, registry=r
+        )
+        self.job_order_files = Gauge(
+            "cloudfs_job_order_files", "Files in the job's announced order", labels, registry=r
+        )
+
+    def job_series(self) -> list[Counter | Gauge]:
+        """Every per-job metric, for dropping a job's series when it ends."""
+        return [
+            self.job_read_files,
+            self.job_read_bytes,
+            self.job_hit_bytes,
+            self.job_stall_seconds,
+            self.job_prefetched_bytes,
+            self.job_prefetch_unused_bytes,
+            self.job_prefetch_lead,
+            self.job_next_epoch_cached,
+            self.job_epoch,
+            self.job_position,
+            self.job_order_files,
+        ]

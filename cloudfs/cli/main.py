@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from cloudfs import __version__
-from cloudfs.cli import flush, meta_serve, mount, refresh, stats, umount, volume, warmup
+from cloudfs.cli import flush, hint, meta_serve, mount, refresh, stats, umount, volume, warmup
 from cloudfs.errors import FsError, StartupError, UsageError
 
 
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     umount.add_parser(commands)
     warmup.add_parser(commands)
     refresh.add_parser(commands)
+    hint.add_parser(commands)
     stats.add_parser(commands)
     flush.add_parser(commands)
     meta_serve.add_parser(commands)

@@ -64,6 +64,8 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     try:
         readahead = int(args.readahead_blocks)
+        order_files = int(args.order_window_files)
+        order_parallel = int(args.order_parallel)
         upload_concurrency = int(args.upload_concurrency)
         free_space_ratio = float(args.free_space_ratio)
         uid = int(args.uid) if args.uid is not None else os.getuid()
@@ -74,6 +76,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         raise UsageError("--free-space-ratio must be at least 0 and below 1")
     if upload_concurrency < 1:
         raise UsageError("--upload-concurrency must be at least 1")
+    if order_files < 1 or order_parallel < 1:
+        raise UsageError("--order-window-files and --order-parallel must be at least 1")
+    order_bytes = parse_size(str(args.order_window_size)) if args.order_window_size else 0
     write = WriteConfig(
         mode=args.write_mode,
         upload_delay=parse_seconds(str(args.upload_delay)),
@@ -98,6 +103,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             disk_dirs=block_dirs,
             free_space_ratio=free_space_ratio,
             policy=args.cache_policy,
+            order_window_files=order_files,
+            order_window_bytes=order_bytes,
+            order_parallel=order_parallel,
         ),
         s3=s3,
         store_id=volume_id,

@@ -35,6 +35,9 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "block_size": ("block_size", True),
     "readahead_blocks": ("readahead_blocks", True),
     "readahead_mode": ("readahead_mode", True),
+    "order_window_files": ("order_window_files", True),
+    "order_window_size": ("order_window_size", True),
+    "order_parallel": ("order_parallel", True),
     "meta_ttl": ("meta_ttl", True),
     "dataset_mode": ("dataset_mode", True),
     "uid": ("uid", True),
@@ -112,6 +115,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=READAHEAD_MODES,
         help="stream: one open GET per sequential reader of a large file; ranges: parallel "
         "8 MiB ranged GETs, for stores where one connection is slower than the network (stream)",
+    )
+    p.add_argument(
+        "--order-window-files",
+        default="512",
+        help="files fetched ahead of a job along the order it announced (512)",
+    )
+    p.add_argument(
+        "--order-window-size",
+        default=None,
+        help="bytes fetched ahead of a job along its announced order (half the memory cache)",
+    )
+    p.add_argument(
+        "--order-parallel",
+        default="32",
+        help="GETs in flight for each job's announced order (32)",
     )
     p.add_argument(
         "--write-mode",

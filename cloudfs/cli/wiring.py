@@ -25,6 +25,8 @@ from cloudfs.data.journal import WriteJournal
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
 from cloudfs.data.uploader import Uploader, UploadPolicy
+from cloudfs.epoch.board import JobBoard, Window
+from cloudfs.epoch.hint_ops import HintControl
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
@@ -82,6 +84,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger,
     )  # fmt: skip
+    board = JobBoard(meta, reader, disk, metrics, _order_window(config))
+    reader.watch = board
     staging = os.path.join(staging_root, "staging")
     os.makedirs(staging, exist_ok=True)
     journal = WriteJournal(os.path.join(staging_root, "writeback"))
@@ -144,18 +148,29 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         },
     )
     control_socket = control.bind()
+    hint_ops = HintControl(meta, reader, board)
+    hints = ControlServer(
+        paths.hints_socket(config.mountpoint),
+        hint_ops.handlers(),
+        stream_handlers=hint_ops.stream_handlers(),
+        shared=True,
+    )
+    hints_socket = hints.bind()
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
 
     async def start_background(nursery: trio.Nursery) -> None:
         reader.start(nursery)
         nursery.start_soon(session.raise_read_ahead, config.mountpoint)
         nursery.start_soon(control.serve, control_socket)
+        nursery.start_soon(hints.serve, hints_socket)
+        board.start(nursery)
         for entry in owed:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
     async def before_stop() -> None:
         """After the last kernel request: fetched blocks onto disk, then the write-back drain."""
+        board.stop()
         with trio.move_on_after(DISK_DRAIN_SECONDS):
             await reader.drain_disk_writes()
         await writeback.drain_before_exit()
@@ -193,6 +208,15 @@ def _dataset_mode(config: MountConfig) -> tuple[bool, str]:
         log.warning("opens go %s; warm reads are slower", why)
         return False, why
     return True, "by the kernel (dataset mode)"
+
+
+def _order_window(config: MountConfig) -> Window:
+    cache = config.cache
+    return Window(
+        files=cache.order_window_files,
+        bytes=cache.order_window_bytes or max(cache.memory_bytes // 2, cache.block_size),
+        parallel=cache.order_parallel,
+    )
 
 
 def _facts(config: MountConfig, open_path: str) -> dict[str, object]:

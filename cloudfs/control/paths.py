@@ -33,3 +33,16 @@ def pid_file(mountpoint: str) -> Path:
 def control_socket(mountpoint: str) -> Path:
     """The control socket of the mount at ``mountpoint`` (see ``cloudfs.control``)."""
     return pid_file(mountpoint).with_suffix(".sock")
+
+
+def hints_socket(mountpoint: str) -> Path:
+    """The socket where any user's job announces its reading order (``cloudfs.hints``)."""
+    return pid_file(mountpoint).with_suffix(".hints")
+
+
+def hints_socket_candidates(mountpoint: str) -> list[Path]:
+    """Where a job may find ``hints_socket``: the mount may be its own user's or root's."""
+    own = hints_socket(mountpoint)
+    digest_name = own.name
+    system = Path("/run/cloudfs") / digest_name
+    return [own] if own == system else [own, system]

@@ -8,7 +8,11 @@ One request per connection: the client sends one JSON object on one line
 (``{"op": "warmup", ...}``); the server answers with JSON lines, zero or more
 progress events, then exactly one final line carrying ``"done": true`` (and the
 result) or ``"error": message`` with ``"errno"``. Lines are UTF-8 and at most
-``MAX_LINE`` bytes.
+``MAX_LINE`` bytes. A streaming request (an epoch's file order) is followed by
+more lines from the client, ended by an empty line.
+
+``cloudfs.hints`` talks to a second socket, ``paths.hints_socket``, open to
+every user: the server tells its handlers who called (``PEER``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from cloudfs.types import InodeId
 
 MAX_LINE = 16 * 1024 * 1024
 Message = dict[str, Any]
+# The key under which the server hands a handler the caller's {"pid", "uid", "gid"}.
+PEER = "peer"
 
 
 def encode(message: Message) -> bytes:

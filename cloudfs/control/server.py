@@ -5,6 +5,13 @@ sends a progress event, the returned dict is the final ``done`` line, and an
 ``FsError`` becomes the final ``error`` line with its errno. A client that goes
 away cancels its handler. Anything else a handler raises is a bug: logged with
 its traceback, answered with EIO.
+
+A streaming handler (``stream_handlers``) also gets the lines the client sends
+after its request, as an async iterator of messages: how a list too long for
+one line (an epoch's file order) arrives in bounded memory. The server puts the
+caller's credentials into every request as ``PEER`` (pid, uid, gid from
+SO_PEERCRED), replacing whatever the client sent there. A ``shared`` server's
+socket is open to every user (mode 0666): its handlers must check ``PEER``.
 """
 
 from __future__ import annotations
@@ -14,24 +21,38 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import trio
 
-from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
+from cloudfs.control.protocol import MAX_LINE, PEER, Message, decode, encode
 from cloudfs.errors import FsError
 
 log = logging.getLogger(__name__)
 
+# How long a streaming client may pause between two lines.
+LINE_TIMEOUT = 30.0
+
 Emit = Callable[[Message], Awaitable[None]]
 Handler = Callable[[Message, Emit], Awaitable[Message]]
+StreamHandler = Callable[[Message, "ClientLines", Emit], Awaitable[Message]]
 
 
 class ControlServer:
-    def __init__(self, path: Path, handlers: dict[str, Handler]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handlers: dict[str, Handler],
+        *,
+        stream_handlers: dict[str, StreamHandler] | None = None,
+        shared: bool = False,
+    ) -> None:
         self._path = path
         self._handlers = handlers
+        self._stream_handlers = stream_handlers or {}
+        self._shared = shared
 
     def bind(self) -> socket.socket:
         """Create the listening socket file (replacing a stale one), before trio runs."""
@@ -43,6 +64,9 @@ class ControlServer:
             sock.bind(str(self._path))
         finally:
             os.umask(old_umask)
+        if self._shared:
+            self._path.parent.chmod(0o755)  # others must reach the socket to connect
+            self._path.chmod(0o666)
         sock.listen(16)
         return sock
 
@@ -56,27 +80,41 @@ class ControlServer:
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         async with stream:
+            reader = ClientLines(stream)
             try:
-                request = decode(await _read_line(stream))
-            except (ValueError, trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                with trio.fail_after(LINE_TIMEOUT):
+                    request = decode(await reader.line())
+            except (
+                ValueError,
+                trio.TooSlowError,
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+            ) as e:
                 await _send_quietly(stream, {"error": f"bad request: {e}", "errno": errno.EINVAL})
                 return
+            request[PEER] = _peer(stream)
 
             async def emit(event: Message) -> None:
                 await stream.send_all(encode(event))
 
             try:
-                final = await self._dispatch(request, emit)
+                final = await self._dispatch(request, reader, emit)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return  # the client went away
             await _send_quietly(stream, final)
 
-    async def _dispatch(self, request: Message, emit: Emit) -> Message:
-        handler = self._handlers.get(str(request.get("op")))
-        if handler is None:
+    async def _dispatch(self, request: Message, reader: ClientLines, emit: Emit) -> Message:
+        op = str(request.get("op"))
+        stream_handler = self._stream_handlers.get(op)
+        handler = self._handlers.get(op)
+        if handler is None and stream_handler is None:
             return {"error": f"unknown operation {request.get('op')!r}", "errno": errno.EINVAL}
         try:
-            result = await handler(request, emit)
+            if stream_handler is not None:
+                result = await stream_handler(request, reader, emit)
+            else:
+                assert handler is not None
+                result = await handler(request, emit)
         except FsError as e:
             return {"error": str(e), "errno": e.errno}
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -87,17 +125,58 @@ class ControlServer:
         return {"done": True, **result}
 
 
-async def _read_line(stream: trio.SocketStream) -> bytes:
-    buf = bytearray()
-    with trio.fail_after(30):
-        while b"\n" not in buf:
-            chunk = await stream.receive_some(65536)
+class ClientLines:
+    """JSON lines from a client, each at most ``MAX_LINE`` bytes."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._buf = bytearray()
+        self._eof = False
+
+    async def line(self) -> bytes:
+        """The next line (without its newline); b"" at the end of the stream."""
+        while b"\n" not in self._buf and not self._eof:
+            chunk = await self._stream.receive_some(65536)
             if not chunk:
-                break
-            buf += chunk
-            if len(buf) > MAX_LINE:
-                raise ValueError("request too long")
-    return bytes(buf.split(b"\n", 1)[0])
+                self._eof = True
+            self._buf += chunk
+            if len(self._buf) > MAX_LINE and b"\n" not in self._buf:
+                raise ValueError("request line too long")
+        line, _, rest = bytes(self._buf).partition(b"\n")
+        self._buf = bytearray(rest)
+        return line
+
+    async def closed(self) -> None:
+        """Wait, however long, for the client to close the connection (ignoring what it sends)."""
+        try:
+            while await self.line() or not self._eof:
+                pass
+        except ValueError:
+            return  # a line past MAX_LINE: taken as the end
+
+    async def messages(self) -> AsyncIterator[Message]:
+        """The messages after the request, until an empty line or the end of the stream.
+
+        A client that stalls for ``LINE_TIMEOUT`` seconds mid-stream gets ``FsError``
+        (ETIMEDOUT); a malformed line, EINVAL."""
+        while True:
+            try:
+                with trio.fail_after(LINE_TIMEOUT):
+                    line = await self.line()
+                if not line.strip():
+                    return
+                yield decode(line)
+            except trio.TooSlowError:
+                raise FsError("the client stopped sending", errno=errno.ETIMEDOUT) from None
+            except ValueError as e:
+                raise FsError(f"bad request line: {e}", errno=errno.EINVAL) from None
+
+
+def _peer(stream: trio.SocketStream) -> dict[str, int]:
+    """The connecting process's pid, uid and gid, as the kernel saw them at connect."""
+    creds = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    return {"pid": pid, "uid": uid, "gid": gid}
 
 
 async def _send_quietly(stream: trio.SocketStream, message: Message) -> None:

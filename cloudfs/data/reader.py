@@ -42,11 +42,18 @@ import trio
 from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.singleflight import Flight, FlightAbandoned
 from cloudfs.config import CacheConfig
-from cloudfs.data.blocks import ObjectRef, block_count, blocks_for_range, consecutive_runs
+from cloudfs.data.blocks import (
+    ObjectRef,
+    block_count,
+    block_key,
+    blocks_for_range,
+    consecutive_runs,
+)
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.loader import BlockLoader, Claimed
 from cloudfs.data.prefetch import ReadCursor
 from cloudfs.data.stream import SequentialStream
+from cloudfs.data.watch import ReadWatch
 from cloudfs.errors import InvalidArgument, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.interface import ObjectStore
@@ -103,6 +110,8 @@ class ObjectReader:
         self._streams: weakref.WeakKeyDictionary[ReadCursor, SequentialStream] = (
             weakref.WeakKeyDictionary()
         )
+        self._store_id = store_id
+        self.watch: ReadWatch | None = None  # told of reads that name their inode
 
     # -- lifetime -------------------------------------------------------------
 
@@ -175,7 +184,12 @@ class ObjectReader:
     # -- reads ----------------------------------------------------------------
 
     async def read(
-        self, ref: ObjectRef, offset: int, size: int, cursor: ReadCursor | None = None
+        self,
+        ref: ObjectRef,
+        offset: int,
+        size: int,
+        cursor: ReadCursor | None = None,
+        inode: int = 0,
     ) -> bytes | memoryview:
         """Bytes ``[offset, min(offset + size, ref.size))`` of ``ref``.
 
@@ -187,7 +201,42 @@ class ObjectReader:
         Raises the store's ``FsError`` (``NotFound``, ``RemoteIOError``, ...)
         unchanged, ``RemoteIOError`` if the object is shorter than ``ref.size``
         (it changed under us), ``InvalidArgument`` for a negative offset or size.
+        A read naming its ``inode`` is reported to ``watch``.
         """
+        watch = self.watch
+        if inode and watch is not None and watch.active:
+            watch.read_started(inode)
+            held = self.holds(ref, offset, size)
+            started = trio.current_time()
+            data = await self._read(ref, offset, size, cursor)
+            waited = 0.0 if held else trio.current_time() - started
+            watch.read_done(inode, len(data), held, waited)
+            return data
+        return await self._read(ref, offset, size, cursor)
+
+    def holds(self, ref: ObjectRef, offset: int, size: int) -> bool:
+        """Whether a tier holds every block of the range now (in flight does not count)."""
+        end = min(offset + size, ref.size)
+        for index in blocks_for_range(offset, end, self._bs):
+            key = self._loader.key(ref, index)
+            if not (
+                self._memory.contains(key)
+                or self._loader.on_disk(key)
+                or self._loader.pending(key) is not None
+            ):
+                return False
+        return True
+
+    def block_keys(self, ref: ObjectRef) -> list[str]:
+        """The cache keys of every block of ``ref`` (not remembered: safe in bulk, in threads)."""
+        return [
+            block_key(self._store_id, ref, index, self._bs)
+            for index in range(block_count(ref.size, self._bs))
+        ]
+
+    async def _read(
+        self, ref: ObjectRef, offset: int, size: int, cursor: ReadCursor | None
+    ) -> bytes | memoryview:
         if offset < 0 or size < 0:
             raise InvalidArgument(f"bad range offset={offset} size={size}")
         end = min(offset + size, ref.size)

@@ -202,7 +202,7 @@ class FileIO:
         ref = await self._base(oi)
         if ref is None:
             return b""
-        return await self._reader.read(ref, offset, size, handle.cursor)
+        return await self._reader.read(ref, offset, size, handle.cursor, handle.inode)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         handle = self._handles.get(fh)

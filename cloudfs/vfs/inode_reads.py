@@ -55,7 +55,7 @@ class InodeReads:
         ref, cursor = entry
         if not ref.etag:  # nothing uploaded: an empty file
             return b""
-        return await self._reader.read(ref, offset, size, cursor)
+        return await self._reader.read(ref, offset, size, cursor, inode)
 
     def seen(self, attr: Attr) -> None:
         """The tree handed out ``attr``: drop the inode's version if it is another one."""

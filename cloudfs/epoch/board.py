@@ -1,0 +1,322 @@
+"""The live jobs of a mount: their orders, positions, prefetch and block ranks.
+
+A job is a (name, rank) pair: one process of a distributed training run. A new
+announcement of a job replaces its previous one (the next epoch); a job ends
+when the connection that announced it closes (the process exited or closed its
+``Announcement``), or, for a detached announcement (``cloudfs hint``), after
+``IDLE_SECONDS`` without a read of its files. Ending stops its prefetch at
+once, gives its window back, drops its block ranks and its metric series.
+
+The board is the disk tier's ``Ranker`` while any job lives: a block's rank is
+the place of its file in the announced order (the smallest over the jobs that
+announced it), ``NOT_NEEDED`` once the job read it this epoch, so the tier
+evicts what is needed farthest away. Ranks are kept for the files within
+``RANKED_FILES`` of each job's position (bounded memory for huge orders), and
+extended as the job moves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import trio
+
+from cloudfs.cache.belady import NOT_NEEDED
+from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.data.blocks import ObjectRef
+from cloudfs.data.reader import ObjectReader
+from cloudfs.epoch.order import EpochOrder
+from cloudfs.epoch.telemetry import JobTelemetry
+from cloudfs.errors import FsError
+from cloudfs.meta.interface import Meta
+from cloudfs.metrics import Metrics
+from cloudfs.types import InodeId
+
+log = logging.getLogger(__name__)
+
+# A detached job with no read for this long has ended.
+IDLE_SECONDS = 120.0
+# Block ranks are kept for this many files past a job's position.
+RANKED_FILES = 100_000
+RANK_BATCH = 2_000
+
+
+@dataclass(frozen=True)
+class JobKey:
+    name: str
+    rank: int
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.rank}]"
+
+
+@dataclass(frozen=True)
+class Window:
+    """How far ahead of a job the mount fetches, and with how many GETs at once."""
+
+    files: int = 512
+    bytes: int = 256 << 20
+    parallel: int = 32
+
+
+@dataclass
+class Job:
+    key: JobKey
+    epoch: int
+    order: EpochOrder
+    telemetry: JobTelemetry
+    detached: bool = False
+    prefetched: bytearray = field(default_factory=bytearray)
+    ahead_files: int = 0  # fetched ahead, not read yet
+    ahead_bytes: int = 0
+    ranked_until: int = 0  # block ranks are known for files before this place
+    keys: dict[int, tuple[str, ...]] = field(default_factory=dict)  # place -> its block keys
+    moved: trio.Event = field(default_factory=trio.Event)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    last_read: float = 0.0
+    ended: bool = False
+
+    def wake(self) -> None:
+        self.moved.set()
+        self.moved = trio.Event()
+
+
+class JobBoard:
+    def __init__(
+        self,
+        meta: Meta,
+        reader: ObjectReader,
+        disk: DiskBlockCache | None,
+        metrics: Metrics,
+        window: Window,
+    ) -> None:
+        self._meta = meta
+        self._reader = reader
+        self._disk = disk
+        self._metrics = metrics
+        self._window = window
+        self._jobs: dict[JobKey, Job] = {}
+        self._ranks: dict[str, int] = {}
+        self._nursery: trio.Nursery | None = None
+
+    # -- lifetime -----------------------------------------------------------------
+
+    def start(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        nursery.start_soon(self._reap_idle)
+
+    def stop(self) -> None:
+        for job in list(self._jobs.values()):
+            self.end(job)
+        self._nursery = None
+
+    @property
+    def window(self) -> Window:
+        return self._window
+
+    # -- jobs ---------------------------------------------------------------------
+
+    def announce(
+        self,
+        key: JobKey,
+        epoch: int,
+        order: EpochOrder,
+        keys: dict[int, tuple[str, ...]],
+        cached_bytes: int,
+        *,
+        detached: bool = False,
+    ) -> Job:
+        """Make ``order`` the job's order (replacing its previous one) and start fetching.
+
+        ``keys``: the block keys of the order's first files (ranked at once)."""
+        old = self._jobs.get(key)
+        if old is not None:
+            self._retire(old)
+        telemetry = JobTelemetry(self._metrics, key.name, key.rank)
+        job = Job(key, epoch, order, telemetry, detached, bytearray(len(order)))
+        job.last_read = trio.current_time()
+        job.keys = keys
+        job.ranked_until = max(keys, default=-1) + 1
+        self._jobs[key] = job
+        self._rank(job, keys.items())
+        telemetry.announced(epoch, len(order), cached_bytes, order.total_bytes)
+        if self._disk is not None and len(self._jobs) == 1:
+            self._disk.set_ranker(self)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._follow, job)
+        log.info(
+            "job %s announced epoch %d: %d files, %.0f%% cached",
+            key, epoch, len(order), 100 * telemetry.predicted,
+        )  # fmt: skip
+        return job
+
+    def end(self, job: Job) -> None:
+        """``job`` ended: stop its prefetch, drop its ranks and metric series."""
+        if self._jobs.get(job.key) is not job:
+            return
+        self._retire(job)
+        del self._jobs[job.key]
+        job.telemetry.remove()
+        if self._disk is not None and not self._jobs:
+            self._disk.set_ranker(None)
+        log.info("job %s ended", job.key)
+
+    def _retire(self, job: Job) -> None:
+        job.ended = True
+        job.scope.cancel()
+        job.wake()
+        unused = sum(
+            job.order.size(i) for i in range(len(job.order))
+            if job.prefetched[i] and not job.order.was_read(i)
+        )  # fmt: skip
+        job.telemetry.unused(unused)
+        changed = [k for keys in job.keys.values() for k in keys]
+        for k in changed:
+            self._ranks.pop(k, None)
+        job.keys.clear()
+        if self._disk is not None:
+            self._disk.reranked(changed)
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    # -- the read path (ReadWatch) --------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return bool(self._jobs)
+
+    def read_started(self, inode: int) -> None:
+        """Before the read fetches anything: its blocks are no longer needed this epoch,
+        so the disk tier does not let them push out blocks still to be read."""
+        for job in self._jobs.values():
+            index = job.order.mark_read(inode)
+            if index is None:
+                continue
+            job.telemetry.file_read()
+            if job.prefetched[index]:
+                job.ahead_files -= 1
+                job.ahead_bytes -= job.order.size(index)
+            keys = job.keys.pop(index, ())
+            for k in keys:
+                if self._ranks.get(k) == index:
+                    del self._ranks[k]
+            if keys and self._disk is not None:
+                self._disk.reranked(keys)
+            job.telemetry.position(job.order.position, job.ahead_files)
+            job.wake()
+
+    def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
+        now = trio.current_time()
+        for job in self._jobs.values():
+            if job.order.contains(inode):
+                job.last_read = now
+                job.telemetry.read(nbytes, held, waited)
+
+    # -- Ranker -------------------------------------------------------------------
+
+    def rank(self, key: str) -> int:
+        return self._ranks.get(key, NOT_NEEDED)
+
+    def _rank(self, job: Job, items: Iterable[tuple[int, tuple[str, ...]]]) -> None:
+        changed = []
+        for index, keys in items:
+            for k in keys:
+                if self._ranks.get(k, NOT_NEEDED) > index:
+                    self._ranks[k] = index
+                    changed.append(k)
+        if changed and self._disk is not None:
+            self._disk.reranked(changed)
+
+    # -- background work ------------------------------------------------------------
+
+    async def _follow(self, job: Job) -> None:
+        """Fetch ahead of ``job`` and keep its ranks ahead of it, until it ends."""
+        with job.scope:
+            async with trio.open_nursery() as nursery:
+                limiter = trio.CapacityLimiter(self._window.parallel)
+                nursery.start_soon(self._rank_ahead, job)
+                await self._prefetch(job, nursery, limiter)
+
+    async def _prefetch(
+        self, job: Job, nursery: trio.Nursery, limiter: trio.CapacityLimiter
+    ) -> None:
+        order, window = job.order, self._window
+        nxt = 0
+        while not job.ended:
+            nxt = max(nxt, order.position)
+            while (
+                nxt < len(order)
+                and nxt - order.position < window.files
+                and (job.ahead_bytes == 0 or job.ahead_bytes + order.size(nxt) <= window.bytes)
+            ):
+                if not order.was_read(nxt):
+                    job.prefetched[nxt] = 1
+                    job.ahead_files += 1
+                    job.ahead_bytes += order.size(nxt)
+                    token = object()
+                    await limiter.acquire_on_behalf_of(token)  # GETs in flight; paces the loop
+                    nursery.start_soon(self._fetch, job, nxt, limiter, token)
+                nxt += 1
+            job.telemetry.position(order.position, job.ahead_files)
+            await job.moved.wait()
+
+    async def _fetch(
+        self, job: Job, index: int, limiter: trio.CapacityLimiter, token: object
+    ) -> None:
+        try:
+            ref = await self._ref(InodeId(job.order.inode(index)))
+            if ref is not None and not job.order.was_read(index):
+                job.telemetry.prefetched(await self._reader.prefetch_whole(ref))
+        except FsError as e:  # best effort: the read fetches it itself
+            log.debug("prefetch of inode %d for %s failed: %s", job.order.inode(index), job.key, e)
+        finally:
+            limiter.release_on_behalf_of(token)
+
+    async def _rank_ahead(self, job: Job) -> None:
+        """Keep block ranks for the files within ``RANKED_FILES`` of the position."""
+        order = job.order
+        while not job.ended:
+            until = min(len(order), order.position + RANKED_FILES)
+            if job.ranked_until >= until:
+                await job.moved.wait()
+                continue
+            batch = range(job.ranked_until, min(until, job.ranked_until + RANK_BATCH))
+            inodes = [(i, InodeId(order.inode(i))) for i in batch]
+            found = await trio.to_thread.run_sync(self._keys_of, inodes)
+            job.ranked_until = batch.stop
+            fresh = {i: k for i, k in found.items() if not order.was_read(i)}
+            job.keys.update(fresh)
+            self._rank(job, fresh.items())
+
+    def _keys_of(self, inodes: list[tuple[int, InodeId]]) -> dict[int, tuple[str, ...]]:
+        """Block keys by place (in a worker thread: tree lookups)."""
+        out = {}
+        for index, inode in inodes:
+            try:
+                ref = self.ref_of(inode)
+            except FsError:
+                continue
+            if ref is not None:
+                out[index] = tuple(self._reader.block_keys(ref))
+        return out
+
+    async def _ref(self, inode: InodeId) -> ObjectRef | None:
+        return await trio.to_thread.run_sync(self.ref_of, inode)
+
+    def ref_of(self, inode: InodeId) -> ObjectRef | None:
+        """The object of a regular file, None if it has none yet (blocking)."""
+        attr = self._meta.getattr(inode)
+        if not attr.etag:
+            return None
+        return ObjectRef(key=self._meta.object_key(inode), etag=attr.etag, size=attr.size)
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await trio.sleep(1.0)
+            now = trio.current_time()
+            for job in list(self._jobs.values()):
+                if job.detached and now - job.last_read > IDLE_SECONDS:
+                    self.end(job)

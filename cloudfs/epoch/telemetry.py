@@ -1,0 +1,73 @@
+"""One job's figures: Prometheus series labelled (job, rank), and a copy for ``cloudfs stats``.
+
+The series exist while the job lives (``remove`` drops them when it ends), so a
+dashboard shows live jobs only. Hit ratio is by bytes: what a tier held when
+the read asked, over all bytes read. A stall is the time a read waited for a
+block that no tier held yet (the UFS, or a fetch already in flight).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from cloudfs.metrics import Metrics
+
+
+class JobTelemetry:
+    def __init__(self, metrics: Metrics, job: str, rank: int) -> None:
+        self._metrics = metrics
+        self._labels = (job, str(rank))
+        m, labels = metrics, self._labels
+        self._files = m.job_read_files.labels(*labels)
+        self._bytes = m.job_read_bytes.labels(*labels)
+        self._hit_bytes = m.job_hit_bytes.labels(*labels)
+        self._stall = m.job_stall_seconds.labels(*labels)
+        self._prefetched = m.job_prefetched_bytes.labels(*labels)
+        self._unused = m.job_prefetch_unused_bytes.labels(*labels)
+        self._lead = m.job_prefetch_lead.labels(*labels)
+        self._predicted = m.job_next_epoch_cached.labels(*labels)
+        self._epoch = m.job_epoch.labels(*labels)
+        self._position = m.job_position.labels(*labels)
+        self._order_files = m.job_order_files.labels(*labels)
+        self.predicted = 0.0
+        self.files = self.bytes = self.hit_bytes = 0
+        self.stall_seconds = 0.0
+
+    def announced(self, epoch: int, files: int, cached_bytes: int, total_bytes: int) -> None:
+        self.predicted = cached_bytes / total_bytes if total_bytes else 1.0
+        self._predicted.set(self.predicted)
+        self._epoch.set(epoch)
+        self._order_files.set(files)
+        self._position.set(0)
+        self._lead.set(0)
+        self.files = self.bytes = self.hit_bytes = 0
+        self.stall_seconds = 0.0
+
+    def file_read(self) -> None:
+        self.files += 1
+        self._files.inc()
+
+    def read(self, nbytes: int, held: bool, waited: float) -> None:
+        self.bytes += nbytes
+        self._bytes.inc(nbytes)
+        if held:
+            self.hit_bytes += nbytes
+            self._hit_bytes.inc(nbytes)
+        elif waited > 0:
+            self.stall_seconds += waited
+            self._stall.inc(waited)
+
+    def position(self, position: int, lead: int) -> None:
+        self._position.set(position)
+        self._lead.set(lead)
+
+    def prefetched(self, nbytes: int) -> None:
+        self._prefetched.inc(nbytes)
+
+    def unused(self, nbytes: int) -> None:
+        self._unused.inc(nbytes)
+
+    def remove(self) -> None:
+        for series in self._metrics.job_series():
+            with contextlib.suppress(KeyError):
+                series.remove(*self._labels)
