@@ -11,13 +11,15 @@ restarted between two snapshots) count from zero, as Prometheus' ``rate`` does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudfs.cli.sizes import format_size
+from cloudfs.cli.stats_jobs import JobRow, parse_jobs
+from cloudfs.cli.stats_jobs import rows as job_rows
 
 MiB = 1024 * 1024
 TOP_OPS = 8  # latency rows in the live view
@@ -129,6 +131,7 @@ class Snapshot:
     prefetch_used_bytes: float = 0.0
     prefetch_wasted_bytes: float = 0.0
     writeback: WriteBack = field(default_factory=lambda: WriteBack())
+    jobs: Sequence[JobRow] = ()
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -201,6 +204,7 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
                 "error", 0.0
             ),
         ),
+        jobs=parse_jobs(samples),
     )
 
 
@@ -403,6 +407,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "uploaded_bytes": _int(snap.writeback.uploaded_bytes),
             "failed_uploads": _int(snap.writeback.failures),
         },
+        "jobs": [job.to_json() for job in snap.jobs],
     }
 
 
@@ -529,4 +534,8 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
             ]
         )
     lines += _table(latency) if ops else ["Latency   (no FUSE requests yet)"]
+    if snap.jobs:
+        lines += _table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
+    else:
+        lines.append("Jobs      (none announced: see cloudfs.hints)")
     return lines

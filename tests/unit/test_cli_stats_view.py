@@ -22,6 +22,7 @@ from cloudfs.cli.stats_view import (
     snapshot_json,
 )
 from cloudfs.control import client
+from cloudfs.epoch.telemetry import JobTelemetry
 from cloudfs.errors import StartupError, UsageError
 from cloudfs.metrics import Metrics
 
@@ -283,7 +284,7 @@ def test_the_json_snapshot_shape() -> None:
     m.ufs_errors.labels("get").inc()
     m.fuse_errors.labels("lookup", "ENOENT").inc(2)
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
-    assert set(doc) == {"mount", "tiers", "fuse", "ufs", "prefetch", "writeback"}
+    assert set(doc) == {"mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs"}
     assert doc["mount"] == FACTS
     assert doc["tiers"]["memory"] == {
         "hits": 7,
@@ -359,7 +360,7 @@ def test_render_shows_the_mount_rates_tiers_and_latencies() -> None:
     assert lines[cache + 5].split() == ["disk", "12.0", "MiB", "10.0", "GiB", "0.1%", "3"]
     latency = lines.index(next(line for line in lines if line.startswith("Latency")))
     assert lines[latency].split() == ["Latency", "ops/s", "mean", "p50", "p99", "count"]
-    rows = [line.split()[0] for line in lines[latency + 1 :]]
+    rows = [line.split()[0] for line in lines[latency + 1 : -1]]
     assert rows == ["read", "lookup", "open"]  # by count since mount
     read = lines[latency + 1].split()
     assert read[1] == "5"  # 10 reads in the last 2 s
@@ -372,11 +373,36 @@ def test_render_keeps_the_top_ops_and_copes_with_an_idle_mount() -> None:
     first, second = _two_snapshots()
     lines = render(second, Interval.between(first, second), top=1)
     latency = lines.index(next(line for line in lines if line.startswith("Latency")))
-    assert len(lines) == latency + 2
+    assert len(lines) == latency + 3  # the header, one op, no jobs
     empty = _snapshot(Metrics(), 0.0)
     lines = render(empty, Interval.between(empty, empty))
-    assert lines[-1] == "Latency   (no FUSE requests yet)"
+    assert lines[-2] == "Latency   (no FUSE requests yet)"
+    assert lines[-1] == "Jobs      (none announced: see cloudfs.hints)"
     assert lines[3].startswith("UFS       0.0 MiB/s")
+
+
+def test_jobs_show_while_they_live() -> None:
+    m = Metrics()
+    job = JobTelemetry(m, "resnet", 1)
+    job.announced(epoch=2, files=100, cached_bytes=30, total_bytes=120)
+    for _ in range(4):
+        job.file_read()
+    job.read(nbytes=90, held=True, waited=0.0)
+    job.read(nbytes=10, held=False, waited=0.25)
+    job.position(4, lead=12)
+    snap = _snapshot(m, 0.0)
+    (row,) = snapshot_json(snap)["jobs"]
+    assert row["job"] == "resnet" and row["rank"] == 1 and row["epoch"] == 2
+    assert row["read_files"] == 4 and row["read_bytes"] == 100
+    assert row["hit_ratio"] == pytest.approx(0.9)
+    assert row["stall_seconds"] == pytest.approx(0.25)
+    assert row["next_epoch_cached_ratio"] == pytest.approx(0.25)
+    assert row["position"] == 4 and row["order_files"] == 100 and row["prefetch_lead_files"] == 12
+    line = render(snap, Interval.between(snap, snap))[-1].split()
+    assert line[:3] == ["resnet[1]", "2", "4/100"]
+    assert line[3:5] == ["90.0%", "250.0"]
+    job.remove()  # the job ended: its row goes
+    assert snapshot_json(_snapshot(m, 1.0))["jobs"] == []
 
 
 # -- the command, with the control channel faked --------------------------------------
