@@ -227,6 +227,18 @@ class ObjectReader:
                 return False
         return True
 
+    def held_bytes(self, ref: ObjectRef) -> int:
+        """Bytes of ``ref`` a tier holds now (not in flight); safe in a worker thread."""
+        held = 0
+        for index, key in enumerate(self.block_keys(ref)):
+            if (
+                self._memory.contains(key)
+                or self._loader.on_disk(key)
+                or self._loader.pending(key) is not None
+            ):
+                held += self._loader.length(ref, index)
+        return held
+
     def block_keys(self, ref: ObjectRef) -> list[str]:
         """The cache keys of every block of ``ref`` (not remembered: safe in bulk, in threads)."""
         return [

@@ -72,6 +72,7 @@ class Job:
     ahead_files: int = 0  # fetched ahead, not read yet
     ahead_bytes: int = 0
     ranked_until: int = 0  # block ranks are known for files before this place
+    settled_until: int = 0  # places before it are read or passed over
     keys: dict[int, tuple[str, ...]] = field(default_factory=dict)  # place -> its block keys
     moved: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -197,8 +198,8 @@ class JobBoard:
                 continue
             job.telemetry.file_read()
             if job.prefetched[index]:
-                job.ahead_files -= 1
-                job.ahead_bytes -= job.order.size(index)
+                self._no_longer_ahead(job, index)
+            self._pass_over(job)
             keys = job.keys.pop(index, ())
             for k in keys:
                 if self._ranks.get(k) == index:
@@ -207,6 +208,20 @@ class JobBoard:
                 self._disk.reranked(keys)
             job.telemetry.position(job.order.position, job.ahead_files)
             job.wake()
+
+    def _no_longer_ahead(self, job: Job, index: int) -> None:
+        job.prefetched[index] = 0
+        job.ahead_files -= 1
+        job.ahead_bytes -= job.order.size(index)
+
+    def _pass_over(self, job: Job) -> None:
+        """Files the position moved past unread (the kernel's page cache served them, or
+        the job skipped them) leave the window: they must not hold its budget."""
+        order = job.order
+        for index in range(job.settled_until, order.position):
+            if job.prefetched[index] and not order.was_read(index):
+                self._no_longer_ahead(job, index)
+        job.settled_until = max(job.settled_until, order.position)
 
     def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
         now = trio.current_time()
@@ -249,7 +264,7 @@ class JobBoard:
             nxt = max(nxt, order.position)
             while (
                 nxt < len(order)
-                and nxt - order.position < window.files
+                and nxt <= order.furthest + window.files
                 and (job.ahead_bytes == 0 or job.ahead_bytes + order.size(nxt) <= window.bytes)
             ):
                 if not order.was_read(nxt):
@@ -268,7 +283,7 @@ class JobBoard:
     ) -> None:
         try:
             ref = await self._ref(InodeId(job.order.inode(index)))
-            if ref is not None and not job.order.was_read(index):
+            if ref is not None and job.prefetched[index]:
                 job.telemetry.prefetched(await self._reader.prefetch_whole(ref))
         except FsError as e:  # best effort: the read fetches it itself
             log.debug("prefetch of inode %d for %s failed: %s", job.order.inode(index), job.key, e)

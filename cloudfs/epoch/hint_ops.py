@@ -120,7 +120,7 @@ class HintControl:
             got.sizes.append(attr.size)
             if ref is None:
                 continue
-            got.cached_bytes += self._reader.cached_bytes(ref)
+            got.cached_bytes += self._reader.held_bytes(ref)
             if index < RANKED_FILES:
                 got.keys[index] = tuple(self._reader.block_keys(ref))
 
@@ -143,7 +143,7 @@ class HintControl:
             except FsError:
                 out.append(False)
                 continue
-            out.append(self._reader.cached_bytes(ref) >= ref.size)
+            out.append(self._reader.held_bytes(ref) >= ref.size)
         return out
 
 
