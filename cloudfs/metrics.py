@@ -138,7 +138,13 @@ class Metrics:
         )
         self.job_hit_bytes = Counter(
             "cloudfs_job_hit_bytes",
-            "Bytes the job read that a cache tier held when asked",
+            "Bytes the job read that a cache tier held from before this epoch's prefetch",
+            labels,
+            registry=r,
+        )
+        self.job_prefetch_hit_bytes = Counter(
+            "cloudfs_job_prefetch_hit_bytes",
+            "Bytes the job read that a tier held because the prefetch fetched them ahead",
             labels,
             registry=r,
         )
@@ -186,6 +192,7 @@ class Metrics:
             self.job_read_files,
             self.job_read_bytes,
             self.job_hit_bytes,
+            self.job_prefetch_hit_bytes,
             self.job_stall_seconds,
             self.job_prefetched_bytes,
             self.job_prefetch_unused_bytes,

@@ -20,6 +20,7 @@ _FIELDS = {
     "cloudfs_job_read_files_total": "read_files",
     "cloudfs_job_read_bytes_total": "read_bytes",
     "cloudfs_job_hit_bytes_total": "hit_bytes",
+    "cloudfs_job_prefetch_hit_bytes_total": "prefetch_hit_bytes",
     "cloudfs_job_stall_seconds_total": "stall_seconds",
     "cloudfs_job_prefetched_bytes_total": "prefetched_bytes",
     "cloudfs_job_prefetch_unused_bytes_total": "prefetch_unused_bytes",
@@ -38,6 +39,7 @@ class JobRow:
     read_files: float = 0.0
     read_bytes: float = 0.0
     hit_bytes: float = 0.0
+    prefetch_hit_bytes: float = 0.0
     stall_seconds: float = 0.0
     prefetched_bytes: float = 0.0
     prefetch_unused_bytes: float = 0.0
@@ -46,7 +48,13 @@ class JobRow:
 
     @property
     def hit_ratio(self) -> float | None:
+        """Bytes the cache held from before this epoch's prefetch, over bytes read."""
         return self.hit_bytes / self.read_bytes if self.read_bytes else None
+
+    @property
+    def prefetch_hit_ratio(self) -> float | None:
+        """Bytes held because the prefetch fetched them ahead, over bytes read."""
+        return self.prefetch_hit_bytes / self.read_bytes if self.read_bytes else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +66,7 @@ class JobRow:
             "read_files": int(self.read_files),
             "read_bytes": int(self.read_bytes),
             "hit_ratio": self.hit_ratio,
+            "prefetch_hit_ratio": self.prefetch_hit_ratio,
             "stall_seconds": self.stall_seconds,
             "prefetched_bytes": int(self.prefetched_bytes),
             "prefetch_unused_bytes": int(self.prefetch_unused_bytes),
@@ -83,7 +92,7 @@ def parse_jobs(samples: Samples) -> list[JobRow]:
 
 def rows(jobs: Iterable[JobRow], percent: Any, seconds: Any, size: Any) -> list[list[str]]:
     """The jobs table's cells (formatters passed in by the view)."""
-    out = [["Job", "epoch", "at", "hit", "stalled", "lead", "next cached", "read"]]
+    out = [["Job", "epoch", "at", "hit", "ahead", "stalled", "lead", "next cached", "read"]]
     for j in jobs:
         out.append(
             [
@@ -91,6 +100,7 @@ def rows(jobs: Iterable[JobRow], percent: Any, seconds: Any, size: Any) -> list[
                 f"{j.epoch:.0f}",
                 f"{j.position:.0f}/{j.order_files:.0f}",
                 percent(j.hit_ratio),
+                percent(j.prefetch_hit_ratio),
                 seconds(j.stall_seconds),
                 f"{j.prefetch_lead:.0f}",
                 percent(j.next_epoch_cached),

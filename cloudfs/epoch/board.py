@@ -68,7 +68,8 @@ class Job:
     order: EpochOrder
     telemetry: JobTelemetry
     detached: bool = False
-    prefetched: bytearray = field(default_factory=bytearray)
+    prefetched: bytearray = field(default_factory=bytearray)  # 1: in the window, not read
+    fetched: bytearray = field(default_factory=bytearray)  # 1: this epoch's prefetch fetched it
     ahead_files: int = 0  # fetched ahead, not read yet
     ahead_bytes: int = 0
     ranked_until: int = 0  # block ranks are known for files before this place
@@ -136,7 +137,9 @@ class JobBoard:
         if old is not None:
             self._retire(old)
         telemetry = JobTelemetry(self._metrics, key.name, key.rank)
-        job = Job(key, epoch, order, telemetry, detached, bytearray(len(order)))
+        job = Job(key, epoch, order, telemetry, detached)
+        job.prefetched = bytearray(len(order))
+        job.fetched = bytearray(len(order))
         job.last_read = trio.current_time()
         job.keys = keys
         job.ranked_until = max(keys, default=-1) + 1
@@ -226,9 +229,11 @@ class JobBoard:
     def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
         now = trio.current_time()
         for job in self._jobs.values():
-            if job.order.contains(inode):
+            places = job.order.places(inode)
+            if places:
                 job.last_read = now
-                job.telemetry.read(nbytes, held, waited)
+                ahead = any(job.fetched[i] for i in places)
+                job.telemetry.read(nbytes, held, waited, fetched_ahead=ahead)
 
     # -- Ranker -------------------------------------------------------------------
 
@@ -284,7 +289,10 @@ class JobBoard:
         try:
             ref = await self._ref(InodeId(job.order.inode(index)))
             if ref is not None and job.prefetched[index]:
-                job.telemetry.prefetched(await self._reader.prefetch_whole(ref))
+                fetched = await self._reader.prefetch_whole(ref)
+                if fetched:
+                    job.fetched[index] = 1
+                job.telemetry.prefetched(fetched)
         except FsError as e:  # best effort: the read fetches it itself
             log.debug("prefetch of inode %d for %s failed: %s", job.order.inode(index), job.key, e)
         finally:

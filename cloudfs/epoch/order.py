@@ -52,6 +52,15 @@ class EpochOrder:
         k = bisect_left(self._sorted, inode)
         return k < len(self._sorted) and self._sorted[k] == inode
 
+    def places(self, inode: int) -> list[int]:
+        """Every place of ``inode`` in the order."""
+        k = bisect_left(self._sorted, inode)
+        out = []
+        while k < len(self._sorted) and self._sorted[k] == inode:
+            out.append(int(self._at[k]))
+            k += 1
+        return out
+
     def mark_read(self, inode: int) -> int | None:
         """The place of a read of ``inode``: its first occurrence not read yet
         (None if the order does not hold it, or holds it only as read)."""

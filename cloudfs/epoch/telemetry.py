@@ -1,9 +1,11 @@
 """One job's figures: Prometheus series labelled (job, rank), and a copy for ``cloudfs stats``.
 
 The series exist while the job lives (``remove`` drops them when it ends), so a
-dashboard shows live jobs only. Hit ratio is by bytes: what a tier held when
-the read asked, over all bytes read. A stall is the time a read waited for a
-block that no tier held yet (the UFS, or a fetch already in flight).
+dashboard shows live jobs only. Bytes read split three ways: hits (a tier
+held them from before this epoch's prefetch: what the cache kept, the figure
+the next-epoch cached fraction predicts), prefetch hits (held because the
+prefetch fetched them ahead of the read), and misses. A stall is the time a
+read waited for a block that no tier held yet (the UFS, or a fetch in flight).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class JobTelemetry:
         self._files = m.job_read_files.labels(*labels)
         self._bytes = m.job_read_bytes.labels(*labels)
         self._hit_bytes = m.job_hit_bytes.labels(*labels)
+        self._prefetch_hit_bytes = m.job_prefetch_hit_bytes.labels(*labels)
         self._stall = m.job_stall_seconds.labels(*labels)
         self._prefetched = m.job_prefetched_bytes.labels(*labels)
         self._unused = m.job_prefetch_unused_bytes.labels(*labels)
@@ -30,7 +33,7 @@ class JobTelemetry:
         self._position = m.job_position.labels(*labels)
         self._order_files = m.job_order_files.labels(*labels)
         self.predicted = 0.0
-        self.files = self.bytes = self.hit_bytes = 0
+        self.files = self.bytes = self.hit_bytes = self.prefetch_hit_bytes = 0
         self.stall_seconds = 0.0
 
     def announced(self, epoch: int, files: int, cached_bytes: int, total_bytes: int) -> None:
@@ -40,17 +43,20 @@ class JobTelemetry:
         self._order_files.set(files)
         self._position.set(0)
         self._lead.set(0)
-        self.files = self.bytes = self.hit_bytes = 0
+        self.files = self.bytes = self.hit_bytes = self.prefetch_hit_bytes = 0
         self.stall_seconds = 0.0
 
     def file_read(self) -> None:
         self.files += 1
         self._files.inc()
 
-    def read(self, nbytes: int, held: bool, waited: float) -> None:
+    def read(self, nbytes: int, held: bool, waited: float, *, fetched_ahead: bool) -> None:
         self.bytes += nbytes
         self._bytes.inc(nbytes)
-        if held:
+        if held and fetched_ahead:
+            self.prefetch_hit_bytes += nbytes
+            self._prefetch_hit_bytes.inc(nbytes)
+        elif held:
             self.hit_bytes += nbytes
             self._hit_bytes.inc(nbytes)
         elif waited > 0:

@@ -387,20 +387,22 @@ def test_jobs_show_while_they_live() -> None:
     job.announced(epoch=2, files=100, cached_bytes=30, total_bytes=120)
     for _ in range(4):
         job.file_read()
-    job.read(nbytes=90, held=True, waited=0.0)
-    job.read(nbytes=10, held=False, waited=0.25)
+    job.read(nbytes=60, held=True, waited=0.0, fetched_ahead=False)
+    job.read(nbytes=30, held=True, waited=0.0, fetched_ahead=True)
+    job.read(nbytes=10, held=False, waited=0.25, fetched_ahead=False)
     job.position(4, lead=12)
     snap = _snapshot(m, 0.0)
     (row,) = snapshot_json(snap)["jobs"]
     assert row["job"] == "resnet" and row["rank"] == 1 and row["epoch"] == 2
     assert row["read_files"] == 4 and row["read_bytes"] == 100
-    assert row["hit_ratio"] == pytest.approx(0.9)
+    assert row["hit_ratio"] == pytest.approx(0.6)
+    assert row["prefetch_hit_ratio"] == pytest.approx(0.3)
     assert row["stall_seconds"] == pytest.approx(0.25)
     assert row["next_epoch_cached_ratio"] == pytest.approx(0.25)
     assert row["position"] == 4 and row["order_files"] == 100 and row["prefetch_lead_files"] == 12
     line = render(snap, Interval.between(snap, snap))[-1].split()
     assert line[:3] == ["resnet[1]", "2", "4/100"]
-    assert line[3:5] == ["90.0%", "250.0"]
+    assert line[3:6] == ["60.0%", "30.0%", "250.0"]
     job.remove()  # the job ended: its row goes
     assert snapshot_json(_snapshot(m, 1.0))["jobs"] == []
 
