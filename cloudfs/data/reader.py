@@ -227,10 +227,12 @@ class ObjectReader:
                 return False
         return True
 
-    def held_bytes(self, ref: ObjectRef) -> int:
-        """Bytes of ``ref`` a tier holds now (not in flight); safe in a worker thread."""
+    def held_bytes(self, ref: ObjectRef, keys: list[str] | None = None) -> int:
+        """Bytes of ``ref`` a tier holds now (not in flight); safe in a worker thread.
+
+        ``keys``: its ``block_keys``, if the caller has them already."""
         held = 0
-        for index, key in enumerate(self.block_keys(ref)):
+        for index, key in enumerate(self.block_keys(ref) if keys is None else keys):
             if (
                 self._memory.contains(key)
                 or self._loader.on_disk(key)

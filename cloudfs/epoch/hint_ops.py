@@ -120,9 +120,10 @@ class HintControl:
             got.sizes.append(attr.size)
             if ref is None:
                 continue
-            got.cached_bytes += self._reader.held_bytes(ref)
+            keys = self._reader.block_keys(ref)
+            got.cached_bytes += self._reader.held_bytes(ref, keys)
             if index < RANKED_FILES:
-                got.keys[index] = tuple(self._reader.block_keys(ref))
+                got.keys[index] = tuple(keys)
 
     async def cached(self, request: Message, emit: Emit) -> Message:
         paths = request.get("paths")
