@@ -29,8 +29,9 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 from cloudfs.hints.client import HintError, MountConnection, Router
+from cloudfs.hints.naming import default_job_name
 
-__all__ = ["Announcement", "HintError", "announce", "cached"]
+__all__ = ["Announcement", "HintError", "announce", "cached", "default_job_name"]
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +141,3 @@ def cached(paths: Sequence[str | os.PathLike[str]]) -> list[bool]:
             for (i, _), held in zip(chunk, answer.get("cached", []), strict=False):
                 out[i] = bool(held)
     return out
-
-
-def default_job_name() -> str:
-    """``$CLOUDFS_JOB``, else the program's name and pid."""
-    import sys
-    from pathlib import Path
-
-    return os.environ.get("CLOUDFS_JOB") or f"{Path(sys.argv[0]).stem or 'python'}-{os.getpid()}"

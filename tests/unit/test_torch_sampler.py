@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -323,3 +324,21 @@ def test_the_rank_comes_from_the_environment_without_a_process_group(
     assert sampler.rank == 3 and hints.made[-1].rank == 3
     monkeypatch.delenv("RANK")
     assert sampler.rank == 0
+
+
+def test_a_long_order_is_announced_from_a_thread(
+    hints: FakeHints, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past BACKGROUND_PATHS the loader does not wait for the mount to take the order."""
+    monkeypatch.setattr(cloudfs_torch, "BACKGROUND_PATHS", 10)
+    sampler = CloudFSSampler(PATHS, seed=3)
+    first = list(sampler)
+    second = list(sampler)
+    deadline = time.monotonic() + 10
+    while len(hints.made) < 2 or sampler.announcement is not hints.made[1]:
+        assert time.monotonic() < deadline, "the background announcements did not land"
+        time.sleep(0.01)
+    assert [a.indices for a in hints.made] == [first, second]
+    assert hints.made[0].closed and not hints.made[1].closed  # replaced once the next landed
+    sampler.close()
+    assert hints.made[1].closed
