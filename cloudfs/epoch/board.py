@@ -17,6 +17,7 @@ extended as the job moves.
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -132,8 +133,14 @@ class JobBoard:
     ) -> Job:
         """Make ``order`` the job's order (replacing its previous one) and start fetching.
 
-        ``keys``: the block keys of the order's first files (ranked at once)."""
+        ``keys``: the block keys of the order's first files (ranked at once). An
+        epoch older than the job's current one is refused (ESTALE)."""
         old = self._jobs.get(key)
+        if old is not None and epoch < old.epoch:  # two announcements raced: keep the newer
+            raise FsError(
+                f"job {key} has announced epoch {old.epoch} already, not {epoch}",
+                errno=errno.ESTALE,
+            )
         if old is not None:
             self._retire(old)
         telemetry = JobTelemetry(self._metrics, key.name, key.rank)
