@@ -13,7 +13,7 @@
 
 Every path is resolved as the caller's user would see it (``resolve.py``);
 what the caller may not read is skipped and counted, never fetched. An order
-past ``MAX_ORDER_FILES`` files is cut there (and says so).
+past ``MAX_FILES`` files is cut there (and says so).
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ from cloudfs.control.server import ClientLines, Emit, Handler, StreamHandler
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
 from cloudfs.epoch.board import RANKED_FILES, JobBoard, JobKey
-from cloudfs.epoch.order import EpochOrder
+from cloudfs.epoch.order import MAX_FILES, EpochOrder
 from cloudfs.epoch.resolve import Caller, Resolver
 from cloudfs.errors import FsError, InvalidArgument
 from cloudfs.meta.interface import Meta
 
 log = logging.getLogger(__name__)
 
-MAX_ORDER_FILES = 10_000_000
 MAX_JOB_NAME = 128
 EXAMPLES = 5
 
@@ -103,8 +102,8 @@ class HintControl:
     def _collect(self, resolver: Resolver, paths: list[str], got: _Collected) -> None:
         """Resolve one line's paths into ``got`` (a worker thread: tree lookups)."""
         for path in paths:
-            if len(got.inodes) >= MAX_ORDER_FILES:
-                got.skip(f"past {MAX_ORDER_FILES} files", path)
+            if len(got.inodes) >= MAX_FILES:
+                got.skip(f"past {MAX_FILES} files", path)
                 continue
             try:
                 attr = resolver.file(path)
