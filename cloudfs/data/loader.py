@@ -193,8 +193,13 @@ class BlockLoader:
             for run in consecutive_runs(sorted(pending), max_len=len(pending) or 1):
                 blocks = await self._get_run(ref, run)
                 keyed = [(self.key(ref, i), d) for i, d in zip(run, blocks, strict=True)]
+                to_disk_only = not to_memory and self.disk is not None
+                if to_disk_only:
+                    # Stored before the flights end: else a read arriving in between
+                    # finds the block in no tier and fetches it again.
+                    await self.disk_store(keyed)
                 for (key, data), index in zip(keyed, run, strict=True):
-                    if to_memory or self.disk is None:
+                    if not to_disk_only:
                         self._remember(key, data, prefetch)
                     pending.pop(index).resolve(data)
                     result[index] = data
@@ -202,7 +207,9 @@ class BlockLoader:
                     on_resolved(len(run))
                 if prefetch:
                     self._metrics.prefetch_bytes.inc(sum(len(d) for d in blocks))
-                if to_memory and self.write_behind is not None:
+                if to_disk_only:
+                    continue
+                if self.write_behind is not None:
                     await self.write_behind.submit(keyed)  # returns before the write
                 else:
                     await self.disk_store(keyed)
@@ -288,8 +295,13 @@ class BlockLoader:
     async def deliver(
         self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool
     ) -> None:
-        """Hand a prefetched block to its waiters and store it in the tiers."""
-        await self.disk_store([self.hand_over(ref, index, data, flight, to_memory=to_memory)])
+        """Hand a prefetched block to its waiters and store it in the tiers (a block
+        for the disk tier only is stored first: no read may find it in no tier)."""
+        if to_memory or self.disk is None:
+            await self.disk_store([self.hand_over(ref, index, data, flight, to_memory=to_memory)])
+            return
+        await self.disk_store([(self.key(ref, index), data)])
+        self.hand_over(ref, index, data, flight, to_memory=False)
 
     def hand_over(
         self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool

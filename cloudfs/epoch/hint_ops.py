@@ -83,20 +83,22 @@ class HintControl:
             await trio.to_thread.run_sync(self._collect, resolver, paths, got)
         order = EpochOrder(got.inodes, got.sizes)
         job = self._board.announce(key, epoch, order, got.keys, got.cached_bytes, detached=detached)
-        await emit(
-            {
-                "accepted": len(order),
-                "skipped": dict(got.skipped),
-                "examples": got.examples,
-                "cached": job.telemetry.predicted,
-            }
-        )
-        if detached:
-            return {"accepted": len(order)}
         try:
+            await emit(
+                {
+                    "accepted": len(order),
+                    "skipped": dict(got.skipped),
+                    "examples": got.examples,
+                    "cached": job.telemetry.predicted,
+                }
+            )
+            if detached:
+                return {"accepted": len(order)}
             await lines.closed()
-        finally:
-            self._board.end(job)
+        except BaseException:
+            self._board.end(job)  # the client went away before (or while) holding it
+            raise
+        self._board.end(job)
         return {}
 
     def _collect(self, resolver: Resolver, paths: list[str], got: _Collected) -> None:

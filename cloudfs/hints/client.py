@@ -76,8 +76,7 @@ class MountConnection:
         return message
 
     def ask(self) -> Message:
-        """The final answer of a one-line request."""
-        self.send_end()
+        """The final answer of a one-line request (the mount reads nothing after it)."""
         return self._read(ANSWER_TIMEOUT)
 
     def close(self) -> None:

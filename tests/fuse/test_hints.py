@@ -27,11 +27,11 @@ import pytest
 
 from cloudfs import hints
 from cloudfs.control.protocol import MAX_LINE
+from cloudfs.hints import cached
 from tests.fuse.test_cloudfs_cache import proc_status, proxied, read_uncached
 from tests.support.faults_proxy import FaultsProxy
 from tests.support.hints import (
     RawHints,
-    cached,
     job_series,
     job_value,
     jobs,
@@ -124,14 +124,6 @@ def test_an_announced_order_is_fetched_ahead_and_read_from_the_cache(backing: Ba
         assert object_gets(proxy, bucket) == dict.fromkeys(plain, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cloudfs/data/loader.py BlockLoader.load (and hand_over for streamed runs): with "
-    "to_memory=False (the job prefetch, with a disk tier) the flight is resolved before "
-    "disk_store writes the block in a worker thread, and the memory tier is skipped, so for "
-    "that moment no tier holds it and a read arriving then GETs the object again (about 1 "
-    "file in 15 here; none when the block is also put in memory)",
-)
 def test_a_file_fetched_ahead_is_not_fetched_again_by_its_read(backing: Backing) -> None:
     files = write_files(backing, "twice", 200, (64 * KiB, 64 * KiB))
     order = list(files)
@@ -168,6 +160,7 @@ def test_the_window_bounds_what_is_fetched_ahead_and_follows_the_reads(backing: 
                     assert read_uncached(m.root / key) == files[key]
                 gets = object_gets(proxy, bucket)
                 assert all(gets[key] == 1 for key in order[: start + window]), gets
+            wait_fetched(proxy, bucket, set(order[: 50 + window]), what="the last window")
             job = job_series(metrics(m), "window")
             assert job[(READ_FILES, "0")] == 50
             assert held_bytes(job) == job[(READ_BYTES, "0")] == 50 * 4 * KiB
@@ -380,13 +373,6 @@ def test_garbage_on_the_hints_socket_is_answered_with_an_errno(backing: Backing)
             assert announcement.accepted == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cloudfs/epoch/hint_ops.py HintControl.announce: board.announce() is followed by "
-    "`await emit(...)` outside the try/finally that ends the job; a client gone before the "
-    "answer makes emit raise BrokenResourceError, board.end(job) never runs, and the held "
-    "job (not detached, so never reaped) lives and prefetches until the mount stops",
-)
 @pytest.mark.parametrize("end", [[], [b""]], ids=["mid-order", "before-the-answer"])
 def test_a_client_that_goes_away_before_the_answer_leaves_no_job(
     backing: Backing, end: list[bytes]
@@ -399,12 +385,6 @@ def test_a_client_that_goes_away_before_the_answer_leaves_no_job(
         assert not job_series(metrics(m), "gone"), "the job outlived its connection"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cloudfs/hints/client.py MountConnection.ask sends an end line after a one-line "
-    "request ('cached'); the mount answers that request and closes without reading it, so "
-    "send_end races the close and raises HintError (Broken pipe) on about 1 call in 6",
-)
 def test_cached_answers_every_time(backing: Backing) -> None:
     backing.write_object("c/f", b"x")
     with read_only(backing) as (m, _proxy, _bucket):

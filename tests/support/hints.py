@@ -9,15 +9,12 @@ series, and a raw line-level client of the hints socket for malformed requests.
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import urllib.parse
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
-from cloudfs import hints
 from cloudfs.control import client, paths
 from tests.support.faults_proxy import FaultsProxy
 from tests.support.mounts import Backing, MntBacking, Mount
@@ -36,18 +33,6 @@ def object_gets(proxy: FaultsProxy, bucket: str) -> Counter[str]:
         for method, target in requests
         if method == "GET" and target.startswith(prefix) and "?" not in target
     )
-
-
-def cached(paths: Sequence[str | os.PathLike[str]], tries: int = 20) -> list[bool]:
-    """``hints.cached``, asked again when the client trips over the mount having answered
-    and hung up before it sent its end line (``test_cached_answers_every_time``)."""
-    for _ in range(tries - 1):
-        try:
-            return hints.cached(paths)
-        except hints.HintError as e:
-            if "Broken pipe" not in str(e):
-                raise
-    return hints.cached(paths)
 
 
 def mountpoint(mount: Mount) -> str:

