@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -75,6 +76,9 @@ class Job:
     ahead_bytes: int = 0
     ranked_until: int = 0  # block ranks are known for files before this place
     settled_until: int = 0  # places before it are read or passed over
+    # Disk bytes the prefetch may fill without evicting a block this epoch still needs:
+    # free capacity and blocks nobody needs; a read of a cached file adds its bytes.
+    spare: float = math.inf
     keys: dict[int, tuple[str, ...]] = field(default_factory=dict)  # place -> its block keys
     moved: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -150,6 +154,8 @@ class JobBoard:
         job.last_read = trio.current_time()
         job.keys = keys
         job.ranked_until = max(keys, default=-1) + 1
+        if self._disk is not None:
+            job.spare = self._disk.stats().capacity_bytes - cached_bytes
         self._jobs[key] = job
         self._rank(job, keys.items())
         telemetry.announced(epoch, len(order), cached_bytes, order.total_bytes)
@@ -207,30 +213,34 @@ class JobBoard:
             if index is None:
                 continue
             job.telemetry.file_read()
-            if job.prefetched[index]:
-                self._no_longer_ahead(job, index)
+            self._done_with(job, index)
             self._pass_over(job)
-            keys = job.keys.pop(index, ())
-            for k in keys:
-                if self._ranks.get(k) == index:
-                    del self._ranks[k]
-            if keys and self._disk is not None:
-                self._disk.reranked(keys)
             job.telemetry.position(job.order.position, job.ahead_files)
             job.wake()
 
-    def _no_longer_ahead(self, job: Job, index: int) -> None:
-        job.prefetched[index] = 0
-        job.ahead_files -= 1
-        job.ahead_bytes -= job.order.size(index)
+    def _done_with(self, job: Job, index: int) -> None:
+        """The file at ``index`` is read (or passed over): it leaves the window, its
+        blocks on disk become room for the prefetch, and nobody needs them this epoch."""
+        if job.prefetched[index] or self._held(job, index):
+            job.spare += job.order.size(index)
+        if job.prefetched[index]:
+            job.prefetched[index] = 0
+            job.ahead_files -= 1
+            job.ahead_bytes -= job.order.size(index)
+        keys = job.keys.pop(index, ())
+        for k in keys:
+            if self._ranks.get(k) == index:
+                del self._ranks[k]
+        if keys and self._disk is not None:
+            self._disk.reranked(keys)
 
     def _pass_over(self, job: Job) -> None:
         """Files the position moved past unread (the kernel's page cache served them, or
-        the job skipped them) leave the window: they must not hold its budget."""
+        the job skipped them) are done with too: they must not hold the window's budget."""
         order = job.order
         for index in range(job.settled_until, order.position):
-            if job.prefetched[index] and not order.was_read(index):
-                self._no_longer_ahead(job, index)
+            if not order.was_read(index):
+                self._done_with(job, index)
         job.settled_until = max(job.settled_until, order.position)
 
     def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
@@ -279,7 +289,10 @@ class JobBoard:
                 and nxt <= order.furthest + window.files
                 and (job.ahead_bytes == 0 or job.ahead_bytes + order.size(nxt) <= window.bytes)
             ):
-                if not order.was_read(nxt):
+                if not order.was_read(nxt) and not self._held(job, nxt):
+                    if job.spare < order.size(nxt):
+                        break  # the next read of a cached file frees room
+                    job.spare -= order.size(nxt)
                     job.prefetched[nxt] = 1
                     job.ahead_files += 1
                     job.ahead_bytes += order.size(nxt)
@@ -289,6 +302,13 @@ class JobBoard:
                 nxt += 1
             job.telemetry.position(order.position, job.ahead_files)
             await job.moved.wait()
+
+    def _held(self, job: Job, index: int) -> bool:
+        """Whether every block of the file at ``index`` is on disk (False: unknown keys)."""
+        keys = job.keys.get(index)
+        if not keys or self._disk is None:
+            return False
+        return all(map(self._disk.contains, keys))
 
     async def _fetch(
         self, job: Job, index: int, limiter: trio.CapacityLimiter, token: object
