@@ -8,11 +8,8 @@ the files before TensorFlow asked.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="needs TensorFlow (.ci/setup installs the CPU wheel)")
 
 from cloudfs import hints  # noqa: E402
+from tests.support.hints import stats_jobs  # noqa: E402
 from tests.support.mounts import Backing, Mount, mounted  # noqa: E402
 from tests.support.servers import S3Server  # noqa: E402
 
@@ -29,16 +27,6 @@ pytestmark = [pytest.mark.fuse, pytest.mark.slow]  # importing TensorFlow takes 
 
 FILES = 64
 SIZE = 4096
-
-
-def _jobs(mount: Mount) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    jobs: list[dict[str, Any]] = json.loads(result.stdout)["jobs"]
-    return jobs
 
 
 @pytest.fixture
@@ -67,9 +55,9 @@ def test_a_tf_data_epoch_reads_the_announced_order(tf_mount: Any) -> None:
         read = [(p.numpy().decode(), c.numpy()) for p, c in dataset]
         assert [p for p, _ in read] == order
         assert all(content == data[p] for p, content in read)
-        (job,) = _jobs(mount)
+        (job,) = stats_jobs(mount)
         assert job["job"] == "tf-test"
         assert job["position"] == FILES and job["read_files"] == FILES  # in the announced order
         assert job["prefetched_bytes"] > 0
-    assert _jobs(mount) == []
+    assert stats_jobs(mount) == []
     assert Path(files[0]).read_bytes() == data[files[0]]  # the mount is fine after the job

@@ -8,10 +8,7 @@ mount's window fetched the files before the loader asked (prefetch hits).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,8 @@ torch = pytest.importorskip("torch", reason="needs PyTorch (the cloudfs[torch] e
 from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
 from cloudfs.torch import CloudFSSampler  # noqa: E402
-from tests.support.mounts import Backing, Mount, mounted  # noqa: E402
+from tests.support.hints import stats_jobs  # noqa: E402
+from tests.support.mounts import Backing, mounted  # noqa: E402
 from tests.support.servers import S3Server  # noqa: E402
 
 pytestmark = pytest.mark.fuse
@@ -42,16 +40,6 @@ class FileDataset(Dataset[tuple[int, bytes]]):
     def __getitem__(self, i: int) -> tuple[int, bytes]:
         with open(self.paths[i], "rb") as f:
             return i, f.read()
-
-
-def _jobs(mount: Mount) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    jobs: list[dict[str, Any]] = json.loads(result.stdout)["jobs"]
-    return jobs
 
 
 @pytest.fixture
@@ -90,17 +78,17 @@ def test_the_mount_follows_the_loader_through_the_announced_order(dataset_mount:
             assert content == data[f"train/{i:04d}.bin"]
             delivered.append(i)
         if n in (2, 7):  # one reader, in order: the mount's position is the samples read
-            (job,) = _jobs(mount)
+            (job,) = stats_jobs(mount)
             assert job["job"] == "loader-test" and job["order_files"] == FILES
             assert job["position"] == len(delivered), job
     generator = torch.Generator()
     generator.manual_seed(5)
     assert delivered == torch.randperm(FILES, generator=generator).tolist()
-    (job,) = _jobs(mount)
+    (job,) = stats_jobs(mount)
     assert job["position"] == FILES and job["read_files"] == FILES
     assert job["prefetched_bytes"] > 0  # the window ran ahead of the loader
     sampler.close()
-    assert _jobs(mount) == []  # closing ends the job: its series are gone
+    assert stats_jobs(mount) == []  # closing ends the job: its series are gone
 
 
 def test_workers_and_a_distributed_shard(dataset_mount: Any) -> None:
@@ -119,7 +107,7 @@ def test_workers_and_a_distributed_shard(dataset_mount: Any) -> None:
         shard_order = list(shard)
         delivered = [i for batch in loader for i, _ in batch]
         assert delivered == shard_order  # the loader keeps the sampler's order
-        (job,) = _jobs(mount)
+        (job,) = stats_jobs(mount)
         assert (job["job"], job["rank"], job["epoch"]) == ("ddp-test", 1, epoch)
         assert job["order_files"] == FILES // 2
         assert job["position"] == FILES // 2  # this epoch's

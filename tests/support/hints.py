@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import random
 import socket
+import subprocess
+import sys
 import urllib.parse
 from collections import Counter
 from typing import Any
@@ -128,3 +130,14 @@ class RawHints:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def stats_jobs(mount: Mount) -> list[dict[str, Any]]:
+    """The ``jobs`` rows of ``cloudfs stats MOUNT --json`` (what a user sees)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows: list[dict[str, Any]] = json.loads(result.stdout)["jobs"]
+    return rows
