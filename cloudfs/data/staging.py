@@ -34,6 +34,7 @@ import functools
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import trio  # trio 0.22 ships no py.typed
@@ -159,6 +160,16 @@ class StagedFile:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def rebase(self, ref: ObjectRef) -> None:
+        """The base object moved (a rename of the file or a directory above it).
+
+        Same bytes under a new key (and, after a multipart copy, a new ETag):
+        unfetched blocks come from there from now on. The base size is kept,
+        it is what ``base_limit`` was measured against.
+        """
+        if self._base is not None:
+            self._base = replace(self._base, key=ref.key, etag=ref.etag)
 
     # -- I/O ------------------------------------------------------------------
 

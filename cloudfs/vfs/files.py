@@ -192,7 +192,7 @@ class FileIO:
         handle = self._handles.get(fh)
         oi = self._open[handle.inode]
         if oi.staged is not None:
-            return await oi.staged.pread(offset, size)
+            return await (await self._staged(oi, new=False)).pread(offset, size)
         pending = self._pending(oi.inode)
         if pending is not None:
             data = await self._read_pending(pending, offset, size)
@@ -297,6 +297,11 @@ class FileIO:
         return oi.ref
 
     async def _staged(self, oi: OpenInode, *, new: bool) -> StagedFile:
+        staged = oi.staged
+        if staged is not None and staged.base is not None and oi.generation != self._generation:
+            ref = await self._base(oi)  # a rename since: its base object may have moved
+            if ref is not None:
+                staged.rebase(ref)
         if oi.staged is None:
             pending = None if new else self._pending(oi.inode)
             name = f"{oi.inode}-{time.monotonic_ns()}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 BLOCK = 4 << 20
@@ -331,6 +331,14 @@ def _fresh(base: Path) -> Path:
         st.builds(Open, st.just(1), file_names, st.sampled_from(OPEN_FLAGS)),
     ),
     sequence=st.lists(ops, min_size=1, max_size=50),
+)
+@example(  # a file written past its first block, then renamed: its unfetched base moved
+    first=(Open(0, "d/c", os.O_WRONLY), Open(1, "a", os.O_RDWR)),
+    sequence=[PWrite(0, BLOCK, b"w" * 5000), Rename("d/c", "a"), PRead(1, 0, 16), Unlink("a")],
+)
+@example(  # the same through a rename of the directory above it
+    first=(Open(0, "d/c", os.O_RDWR), Open(1, "a", os.O_RDONLY)),
+    sequence=[PWrite(0, BLOCK, b"w" * 5000), Rename("d", "e"), PRead(0, 0, 16), Unlink("e/c")],
 )
 def test_mount_matches_local_reference(
     mnt: Path, tmp_path: Path, first: tuple[Open, Open], sequence: list[Op]
