@@ -210,7 +210,8 @@ class ObjectReader:
             started = trio.current_time()
             data = await self._read(ref, offset, size, cursor)
             waited = 0.0 if held else trio.current_time() - started
-            watch.read_done(inode, len(data), held, waited)
+            eof = offset + len(data) >= ref.size
+            watch.read_done(inode, len(data), held, waited, eof=eof)
             return data
         return await self._read(ref, offset, size, cursor)
 

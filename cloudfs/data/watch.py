@@ -20,7 +20,8 @@ class ReadWatch(Protocol):
         """A read of ``inode`` begins (before any block it fetches is stored)."""
         ...
 
-    def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
+    def read_done(self, inode: int, nbytes: int, held: bool, waited: float, *, eof: bool) -> None:
         """A read of ``inode`` returned ``nbytes``; ``held``: no block had to be fetched;
-        ``waited``: seconds it spent waiting for a fetch (0 when held)."""
+        ``waited``: seconds it spent waiting for a fetch (0 when held); ``eof``: it
+        reached the end of the file."""
         ...

@@ -9,10 +9,12 @@ once, gives its window back, drops its block ranks and its metric series.
 
 The board is the disk tier's ``Ranker`` while any job lives: a block's rank is
 the place of its file in the announced order (the smallest over the jobs that
-announced it), ``NOT_NEEDED`` once the job read it this epoch, so the tier
-evicts what is needed farthest away. Ranks are kept for the files within
-``RANKED_FILES`` of each job's position (bounded memory for huge orders), and
-extended as the job moves.
+announced it), ``NOT_NEEDED`` once the job has read it this epoch, so the tier
+evicts what is needed farthest away. A file being read keeps its ranks (and
+its disk room stays taken) until a read reaches its end: dropping them when
+the read starts let a prefetch evict the block the read was about to load.
+Ranks are kept for the files within ``RANKED_FILES`` of each job's position
+(bounded memory for huge orders), and extended as the job moves.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ IDLE_SECONDS = 120.0
 # Block ranks are kept for this many files past a job's position.
 RANKED_FILES = 100_000
 RANK_BATCH = 2_000
+# Files read but never to their end (a header, a partial read) settle oldest first
+# past this many, so they cannot keep their blocks ranked for the rest of the epoch.
+READING_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class Job:
     ahead_bytes: int = 0
     ranked_until: int = 0  # block ranks are known for files before this place
     settled_until: int = 0  # places before it are read or passed over
+    # Places being read -> whether their bytes are on disk (room for the prefetch once read).
+    reading: dict[int, bool] = field(default_factory=dict)
     # Disk bytes the prefetch may fill without evicting a block this epoch still needs:
     # free capacity and blocks nobody needs; a read of a cached file adds its bytes.
     spare: float = math.inf
@@ -206,27 +213,48 @@ class JobBoard:
         return bool(self._jobs)
 
     def read_started(self, inode: int) -> None:
-        """Before the read fetches anything: its blocks are no longer needed this epoch,
-        so the disk tier does not let them push out blocks still to be read."""
+        """Before the read fetches anything: the file leaves the window. Its ranks and
+        disk room stay until the read reaches the file's end (``read_done``)."""
         for job in self._jobs.values():
             index = job.order.mark_read(inode)
             if index is None:
                 continue
             job.telemetry.file_read()
-            self._done_with(job, index)
+            job.reading[index] = self._leave_window(job, index)
             self._pass_over(job)
             job.telemetry.position(job.order.position, job.ahead_files)
             job.wake()
 
-    def _done_with(self, job: Job, index: int) -> None:
-        """The file at ``index`` is read (or passed over): it leaves the window, its
-        blocks on disk become room for the prefetch, and nobody needs them this epoch."""
-        if job.prefetched[index] or self._held(job, index):
-            job.spare += job.order.size(index)
+    def read_done(self, inode: int, nbytes: int, held: bool, waited: float, *, eof: bool) -> None:
+        now = trio.current_time()
+        for job in self._jobs.values():
+            places = job.order.places(inode)
+            if not places:
+                continue
+            job.last_read = now
+            ahead = any(job.fetched[i] for i in places)
+            job.telemetry.read(nbytes, held, waited, fetched_ahead=ahead)
+            if eof:
+                index = next((i for i in places if i in job.reading), None)
+                if index is not None:
+                    self._settle(job, index, job.reading.pop(index))
+                    job.wake()
+
+    def _leave_window(self, job: Job, index: int) -> bool:
+        """The file at ``index`` is read (or passed over): it no longer counts against
+        the window. Returns whether its bytes are on disk, room once it is done with."""
+        on_disk = bool(job.prefetched[index]) or self._held(job, index)
         if job.prefetched[index]:
             job.prefetched[index] = 0
             job.ahead_files -= 1
             job.ahead_bytes -= job.order.size(index)
+        return on_disk
+
+    def _settle(self, job: Job, index: int, on_disk: bool) -> None:
+        """Nobody needs the file at ``index`` again this epoch: its disk bytes become
+        room for the prefetch, and its blocks the disk tier's first victims."""
+        if on_disk:
+            job.spare += job.order.size(index)
         keys = job.keys.pop(index, ())
         for k in keys:
             if self._ranks.get(k) == index:
@@ -240,17 +268,11 @@ class JobBoard:
         order = job.order
         for index in range(job.settled_until, order.position):
             if not order.was_read(index):
-                self._done_with(job, index)
+                self._settle(job, index, self._leave_window(job, index))
         job.settled_until = max(job.settled_until, order.position)
-
-    def read_done(self, inode: int, nbytes: int, held: bool, waited: float) -> None:
-        now = trio.current_time()
-        for job in self._jobs.values():
-            places = job.order.places(inode)
-            if places:
-                job.last_read = now
-                ahead = any(job.fetched[i] for i in places)
-                job.telemetry.read(nbytes, held, waited, fetched_ahead=ahead)
+        while len(job.reading) > READING_MAX:
+            index = min(job.reading)
+            self._settle(job, index, job.reading.pop(index))
 
     # -- Ranker -------------------------------------------------------------------
 
