@@ -24,6 +24,7 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import trio
 
@@ -59,6 +60,13 @@ class JobKey:
         return f"{self.name}[{self.rank}]"
 
 
+class Known(NamedTuple):
+    """A file of an order whose object was resolved: what to GET, and its block keys."""
+
+    ref: ObjectRef
+    keys: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Window:
     """How far ahead of a job the mount fetches, and with how many GETs at once."""
@@ -86,7 +94,8 @@ class Job:
     # Disk bytes the prefetch may fill without evicting a block this epoch still needs:
     # free capacity and blocks nobody needs; a read of a cached file adds its bytes.
     spare: float = math.inf
-    keys: dict[int, tuple[str, ...]] = field(default_factory=dict)  # place -> its block keys
+    # place -> its object and block keys, for the files within RANKED_FILES of the position
+    known: dict[int, Known] = field(default_factory=dict)
     moved: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     last_read: float = 0.0
@@ -137,14 +146,14 @@ class JobBoard:
         key: JobKey,
         epoch: int,
         order: EpochOrder,
-        keys: dict[int, tuple[str, ...]],
+        known: dict[int, Known],
         cached_bytes: int,
         *,
         detached: bool = False,
     ) -> Job:
         """Make ``order`` the job's order (replacing its previous one) and start fetching.
 
-        ``keys``: the block keys of the order's first files (ranked at once). An
+        ``known``: the objects and block keys of the order's first files (ranked at once). An
         epoch older than the job's current one is refused (ESTALE)."""
         old = self._jobs.get(key)
         if old is not None and epoch < old.epoch:  # two announcements raced: keep the newer
@@ -159,12 +168,12 @@ class JobBoard:
         job.prefetched = bytearray(len(order))
         job.fetched = bytearray(len(order))
         job.last_read = trio.current_time()
-        job.keys = keys
-        job.ranked_until = max(keys, default=-1) + 1
+        job.known = known
+        job.ranked_until = max(known, default=-1) + 1
         if self._disk is not None:
             job.spare = self._disk.stats().capacity_bytes - cached_bytes
         self._jobs[key] = job
-        self._rank(job, keys.items())
+        self._rank(job, known.items())
         telemetry.announced(epoch, len(order), cached_bytes, order.total_bytes)
         if self._disk is not None and len(self._jobs) == 1:
             self._disk.set_ranker(self)
@@ -196,10 +205,10 @@ class JobBoard:
             if job.prefetched[i] and not job.order.was_read(i)
         )  # fmt: skip
         job.telemetry.unused(unused)
-        changed = [k for keys in job.keys.values() for k in keys]
+        changed = [k for file in job.known.values() for k in file.keys]
         for k in changed:
             self._ranks.pop(k, None)
-        job.keys.clear()
+        job.known.clear()
         if self._disk is not None:
             self._disk.reranked(changed)
 
@@ -255,7 +264,8 @@ class JobBoard:
         room for the prefetch, and its blocks the disk tier's first victims."""
         if on_disk:
             job.spare += job.order.size(index)
-        keys = job.keys.pop(index, ())
+        file = job.known.pop(index, None)
+        keys = file.keys if file is not None else ()
         for k in keys:
             if self._ranks.get(k) == index:
                 del self._ranks[k]
@@ -279,10 +289,10 @@ class JobBoard:
     def rank(self, key: str) -> int:
         return self._ranks.get(key, NOT_NEEDED)
 
-    def _rank(self, job: Job, items: Iterable[tuple[int, tuple[str, ...]]]) -> None:
+    def _rank(self, job: Job, items: Iterable[tuple[int, Known]]) -> None:
         changed = []
-        for index, keys in items:
-            for k in keys:
+        for index, file in items:
+            for k in file.keys:
                 if self._ranks.get(k, NOT_NEEDED) > index:
                     self._ranks[k] = index
                     changed.append(k)
@@ -327,16 +337,17 @@ class JobBoard:
 
     def _held(self, job: Job, index: int) -> bool:
         """Whether every block of the file at ``index`` is on disk (False: unknown keys)."""
-        keys = job.keys.get(index)
-        if not keys or self._disk is None:
+        file = job.known.get(index)
+        if file is None or not file.keys or self._disk is None:
             return False
-        return all(map(self._disk.contains, keys))
+        return all(map(self._disk.contains, file.keys))
 
     async def _fetch(
         self, job: Job, index: int, limiter: trio.CapacityLimiter, token: object
     ) -> None:
         try:
-            ref = await self._ref(InodeId(job.order.inode(index)))
+            file = job.known.get(index)  # resolved when announced or ranked: no tree lookup
+            ref = file.ref if file is not None else await self._ref(InodeId(job.order.inode(index)))
             if ref is not None and job.prefetched[index]:
                 fetched = await self._reader.prefetch_whole(ref)
                 if fetched:
@@ -357,14 +368,14 @@ class JobBoard:
                 continue
             batch = range(job.ranked_until, min(until, job.ranked_until + RANK_BATCH))
             inodes = [(i, InodeId(order.inode(i))) for i in batch]
-            found = await trio.to_thread.run_sync(self._keys_of, inodes)
+            found = await trio.to_thread.run_sync(self._known, inodes)
             job.ranked_until = batch.stop
             fresh = {i: k for i, k in found.items() if not order.was_read(i)}
-            job.keys.update(fresh)
+            job.known.update(fresh)
             self._rank(job, fresh.items())
 
-    def _keys_of(self, inodes: list[tuple[int, InodeId]]) -> dict[int, tuple[str, ...]]:
-        """Block keys by place (in a worker thread: tree lookups)."""
+    def _known(self, inodes: list[tuple[int, InodeId]]) -> dict[int, Known]:
+        """Objects and block keys by place (in a worker thread: tree lookups)."""
         out = {}
         for index, inode in inodes:
             try:
@@ -372,7 +383,7 @@ class JobBoard:
             except FsError:
                 continue
             if ref is not None:
-                out[index] = tuple(self._reader.block_keys(ref))
+                out[index] = Known(ref, tuple(self._reader.block_keys(ref)))
         return out
 
     async def _ref(self, inode: InodeId) -> ObjectRef | None:

@@ -29,7 +29,7 @@ from cloudfs.control.protocol import PEER, Message
 from cloudfs.control.server import ClientLines, Emit, Handler, StreamHandler
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
-from cloudfs.epoch.board import RANKED_FILES, JobBoard, JobKey
+from cloudfs.epoch.board import RANKED_FILES, JobBoard, JobKey, Known
 from cloudfs.epoch.order import MAX_FILES, EpochOrder
 from cloudfs.epoch.resolve import Caller, Resolver
 from cloudfs.errors import FsError, InvalidArgument
@@ -42,12 +42,12 @@ EXAMPLES = 5
 
 
 class _Collected:
-    """An order as it arrives: arrays, block keys of its first files, what was skipped."""
+    """An order as it arrives: arrays, objects of its first files, what was skipped."""
 
     def __init__(self) -> None:
         self.inodes = array("Q")
         self.sizes = array("Q")
-        self.keys: dict[int, tuple[str, ...]] = {}
+        self.known: dict[int, Known] = {}
         self.cached_bytes = 0
         self.skipped: Counter[str] = Counter()
         self.examples: list[str] = []
@@ -82,7 +82,9 @@ class HintControl:
                 raise InvalidArgument("each line after an announce holds 'paths': [str, ...]")
             await trio.to_thread.run_sync(self._collect, resolver, paths, got)
         order = EpochOrder(got.inodes, got.sizes)
-        job = self._board.announce(key, epoch, order, got.keys, got.cached_bytes, detached=detached)
+        job = self._board.announce(
+            key, epoch, order, got.known, got.cached_bytes, detached=detached
+        )
         try:
             await emit(
                 {
@@ -124,7 +126,7 @@ class HintControl:
             keys = self._reader.block_keys(ref)
             got.cached_bytes += self._reader.held_bytes(ref, keys)
             if index < RANKED_FILES:
-                got.keys[index] = tuple(keys)
+                got.known[index] = Known(ref, tuple(keys))
 
     async def cached(self, request: Message, emit: Emit) -> Message:
         paths = request.get("paths")

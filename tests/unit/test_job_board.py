@@ -16,8 +16,9 @@ from typing import Any, cast
 import trio
 
 from cloudfs.cache.belady import NOT_NEEDED
+from cloudfs.data.blocks import ObjectRef
 from cloudfs.epoch import board as board_mod
-from cloudfs.epoch.board import JobBoard, JobKey, Window
+from cloudfs.epoch.board import JobBoard, JobKey, Known, Window
 from cloudfs.epoch.order import EpochOrder
 from cloudfs.metrics import Metrics
 
@@ -53,9 +54,9 @@ class FakeDisk:
 def _board(disk: FakeDisk, files: int) -> tuple[JobBoard, Any]:
     board = JobBoard(cast(Any, None), cast(Any, None), cast(Any, disk), Metrics(), Window())
     order = EpochOrder(array("q", range(1, files + 1)), array("q", [SIZE] * files))
-    keys = {i: (f"k{i + 1}",) for i in range(files)}
+    known = {i: Known(ObjectRef(f"f{i + 1}", "e", SIZE), (f"k{i + 1}",)) for i in range(files)}
     disk.held = {f"k{i + 1}" for i in range(files)}  # all cached before the epoch
-    job = board.announce(JobKey("j", 0), 1, order, keys, cached_bytes=files * SIZE)
+    job = board.announce(JobKey("j", 0), 1, order, known, cached_bytes=files * SIZE)
     return board, job
 
 
