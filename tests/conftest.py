@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,19 @@ def s3_bucket(s3_server: S3Server) -> str:
     name = f"test-bucket-{next(_bucket_names)}"
     s3_server.client().create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Hermetic AWS settings: test keys, no profile, no config files, no endpoint override."""
+    for var in list(os.environ):
+        if var.startswith("AWS_") and var != "AWS_CA_BUNDLE":
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
 
 
 @pytest.fixture(scope="session")

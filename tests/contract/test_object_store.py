@@ -45,19 +45,6 @@ HDFS_ENV = "CLOUDFS_TEST_HDFS"
 NO_HDFS = f"no HDFS cluster configured: set {HDFS_ENV}=hdfs://namenode:port/path"
 
 
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Hermetic AWS settings: test keys, no profile, no config files, no endpoint override."""
-    for var in list(os.environ):
-        if var.startswith("AWS_") and var != "AWS_CA_BUNDLE":
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-
-
 def s3_config(endpoint: str | None, **overrides: Any) -> S3Config:
     values: dict[str, Any] = {
         "endpoint_url": endpoint,

@@ -1,0 +1,214 @@
+"""Ranged GETs through DirectGet, against moto over HTTP (and a proxy that counts requests).
+
+The contract tests (tests/contract/test_object_store.py) already read every
+byte of an S3 store through it; these pin what is particular to the direct
+path: it answers the happy path itself in one request, signs as S3 expects
+(moto verifying signatures), and hands everything else to botocore, turning
+itself off where the endpoint says the request is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.credentials import Credentials
+
+from cloudfs.config import S3Config
+from cloudfs.errors import NotFound, RemoteIOError, UfsAccessDenied
+from cloudfs.ufs.s3 import S3ObjectStore
+from cloudfs.ufs.s3_direct import Body, DirectGet
+from tests.support.faults_proxy import FaultsProxy, running_proxy
+from tests.support.servers import S3Server, running_s3_server
+
+DATA = os.urandom(300_000)
+
+
+@pytest.fixture
+def proxied(
+    aws_env: None, s3_server: S3Server, s3_bucket: str
+) -> Iterator[tuple[S3ObjectStore, FaultsProxy]]:
+    with running_proxy(s3_server.endpoint, seed=3) as proxy:
+        config = S3Config(endpoint_url=proxy.endpoint, connect_timeout=2, read_timeout=2)
+        store = S3ObjectStore(s3_bucket, "direct", config)
+        store.put_bytes("dir/a b+c~%d.bin", DATA)
+        proxy.reset_counts()
+        yield store, proxy
+
+
+def test_ranges_are_one_request_each(proxied: tuple[S3ObjectStore, FaultsProxy]) -> None:
+    store, proxy = proxied
+    direct = store.direct
+    assert direct is not None and direct.enabled
+    ranges = [(0, 1), (0, len(DATA)), (1000, 65536), (len(DATA) - 10, 10), (len(DATA) - 10, 100)]
+    for offset, length in ranges:
+        assert store.get_range("dir/a b+c~%d.bin", offset, length) == DATA[offset : offset + length]
+    assert proxy.count("GET") == len(ranges)
+    assert (direct.served, direct.fell_back) == (len(ranges), 0)
+
+
+def test_missing_key_and_range_past_end_fall_back(
+    proxied: tuple[S3ObjectStore, FaultsProxy],
+) -> None:
+    store, _ = proxied
+    direct = store.direct
+    assert direct is not None
+    with pytest.raises(NotFound):
+        store.get_range("dir/missing", 0, 10)
+    assert store.get_range("dir/a b+c~%d.bin", len(DATA), 10) == b""
+    assert direct.fell_back == 2 and direct.enabled  # neither says the request was wrong
+    assert store.get_range("dir/a b+c~%d.bin", 5, 5) == DATA[5:10]
+    assert direct.served == 1
+
+
+def test_server_errors_go_to_botocore_retries(proxied: tuple[S3ObjectStore, FaultsProxy]) -> None:
+    store, proxy = proxied
+    direct = store.direct
+    assert direct is not None
+    proxy.fault = "error"  # 503 SlowDown
+    proxy.fail_ratio = 1.0
+    with pytest.raises(RemoteIOError):
+        store.get_range("dir/a b+c~%d.bin", 0, 10)
+    assert proxy.count("GET") == 1 + 3  # the direct try, then botocore's max_attempts
+    proxy.fault = "cut"  # the connection closes without an answer
+    with pytest.raises(RemoteIOError):
+        store.get_range("dir/a b+c~%d.bin", 0, 10)
+    proxy.fail_ratio = 0.0
+    assert direct.enabled
+    assert store.get_range("dir/a b+c~%d.bin", 0, 10) == DATA[:10]
+    assert direct.served == 1
+
+
+@pytest.fixture(scope="module")
+def signing_server() -> Iterator[tuple[S3Server, dict[str, str]]]:
+    """A private moto server that verifies signatures, and an IAM user's keys it accepts."""
+    with running_s3_server() as server:
+        reset = urllib.request.Request(
+            server.endpoint + "/moto-api/reset-auth",
+            data=b"4",  # the set-up below goes unauthenticated, then every request is checked
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(reset, timeout=10).read()
+        iam: Any = boto3.client(
+            "iam",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        iam.create_user(UserName="reader")
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+        }
+        arn = iam.create_policy(PolicyName="all", PolicyDocument=json.dumps(policy))["Policy"][
+            "Arn"
+        ]
+        iam.attach_user_policy(UserName="reader", PolicyArn=arn)
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        s3: Any = boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+        )
+        s3.create_bucket(Bucket="signed-bucket")
+        yield (
+            server,
+            {
+                "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            },
+        )
+
+
+def test_signature_is_accepted_by_a_verifying_server(
+    aws_env: None,
+    signing_server: tuple[S3Server, dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, keys = signing_server
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    store = S3ObjectStore("signed-bucket", "", S3Config(endpoint_url=server.endpoint))
+    # A space and a tilde test the path's quoting; moto's own check of a
+    # signature refuses "+" and non-ASCII keys even from botocore.
+    store.put_bytes("deep/a b~1", DATA)
+    assert store.get_range("deep/a b~1", 7, 1000) == DATA[7:1007]
+    assert store.direct is not None and store.direct.served == 1
+
+
+def test_a_refused_signature_turns_the_direct_path_off(
+    aws_env: None,
+    signing_server: tuple[S3Server, dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, keys = signing_server
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys["AWS_ACCESS_KEY_ID"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    store = S3ObjectStore("signed-bucket", "", S3Config(endpoint_url=server.endpoint))
+    direct = store.direct
+    assert direct is not None
+    with pytest.raises(UfsAccessDenied):
+        store.get_range("deep/k", 0, 10)
+    assert not direct.enabled and direct.fell_back == 1
+    with pytest.raises(UfsAccessDenied):
+        store.get_range("deep/k", 0, 10)
+    assert direct.fell_back == 1  # not tried again
+
+
+# -- the answer's shape, against a stand-in for botocore's HTTP session ------
+
+
+class _Answer:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.status_code = status
+        self.content = body
+        self.headers = headers
+
+
+class _Session:
+    def __init__(self, answer: _Answer) -> None:
+        self.answer = answer
+        self.urls: list[str] = []
+
+    def send(self, request: Any) -> _Answer:
+        self.urls.append(request.url)
+        assert str(request.headers["Authorization"]).startswith("AWS4-HMAC-SHA256 ")
+        return self.answer
+
+
+def _direct(answer: _Answer) -> tuple[DirectGet, _Session]:
+    session = _Session(answer)
+    return DirectGet(session, "http://s3.test/bkt/", Credentials("a", "b"), "us-east-1"), session
+
+
+def test_whole_object_answers_are_marked_so_the_store_slices_them() -> None:
+    direct, session = _direct(_Answer(200, b"0123456789", {"content-length": "10"}))
+    assert direct.get("x/y z", 3, 4) == Body(b"0123456789", partial=False)
+    assert session.urls == ["http://s3.test/bkt/x/y%20z"]
+
+
+def test_short_or_unlabelled_bodies_fall_back() -> None:
+    direct, _ = _direct(
+        _Answer(206, b"01", {"content-length": "4", "content-range": "bytes 0-3/9"})
+    )
+    assert direct.get("k", 0, 4) is None
+    direct, _ = _direct(_Answer(206, b"0123", {"content-length": "4"}))
+    assert direct.get("k", 0, 4) is None
+    assert direct.enabled
+
+
+@pytest.mark.parametrize("status", [301, 307, 400, 403, 405])
+def test_statuses_that_say_the_request_is_wrong_turn_it_off(status: int) -> None:
+    direct, _ = _direct(_Answer(status, b"", {}))
+    assert direct.get("k", 0, 4) is None
+    assert not direct.enabled
+    assert direct.get("k", 0, 4) is None
