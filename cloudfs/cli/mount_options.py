@@ -119,12 +119,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--order-window-files",
         default="512",
-        help="files fetched ahead of a job along the order it announced (512)",
+        help="files fetched ahead of a job along the order it announced, not read yet (512)",
     )
     p.add_argument(
         "--order-window-size",
         default=None,
-        help="bytes fetched ahead of a job along its announced order (half the memory cache)",
+        help="bytes a job's prefetch may hold in memory (half the memory cache)",
     )
     p.add_argument(
         "--order-parallel",

@@ -87,6 +87,7 @@ class Job:
     fetched: bytearray = field(default_factory=bytearray)  # 1: this epoch's prefetch fetched it
     ahead_files: int = 0  # fetched ahead, not read yet
     ahead_bytes: int = 0
+    flight_bytes: int = 0  # of those, being fetched now
     ranked_until: int = 0  # block ranks are known for files before this place
     settled_until: int = 0  # places before it are read or passed over
     # Places being read -> whether their bytes are on disk (room for the prefetch once read).
@@ -316,10 +317,20 @@ class JobBoard:
         nxt = 0
         while not job.ended:
             nxt = max(nxt, order.position)
+            # The window counts files fetched ahead, not places: cached files cost it
+            # nothing, so a run of them (cache_first puts one at the start of each of
+            # its windows) does not hide the uncached files behind it until the reader
+            # is upon them. Past the ranked places, whose holdings are unknown, places
+            # count as before.
+            horizon = max(order.furthest + window.files, job.ranked_until)
             while (
                 nxt < len(order)
-                and nxt <= order.furthest + window.files
-                and (job.ahead_bytes == 0 or job.ahead_bytes + order.size(nxt) <= window.bytes)
+                and nxt <= horizon
+                and job.ahead_files < window.files
+                and (
+                    self._memory_bytes(job) == 0
+                    or self._memory_bytes(job) + order.size(nxt) <= window.bytes
+                )
             ):
                 if not order.was_read(nxt) and not self._held(job, nxt):
                     if job.spare < order.size(nxt):
@@ -328,12 +339,19 @@ class JobBoard:
                     job.prefetched[nxt] = 1
                     job.ahead_files += 1
                     job.ahead_bytes += order.size(nxt)
+                    job.flight_bytes += order.size(nxt)
                     token = object()
                     await limiter.acquire_on_behalf_of(token)  # GETs in flight; paces the loop
                     nursery.start_soon(self._fetch, job, nxt, limiter, token)
                 nxt += 1
             job.telemetry.position(order.position, job.ahead_files)
             await job.moved.wait()
+
+    def _memory_bytes(self, job: Job) -> int:
+        """What the job's prefetch holds in memory, bounded by the window's bytes: with a
+        disk tier only the fetches in flight (a fetched file waits on disk, within
+        ``spare``), else every file fetched ahead and not read yet."""
+        return job.flight_bytes if self._disk is not None else job.ahead_bytes
 
     def _held(self, job: Job, index: int) -> bool:
         """Whether every block of the file at ``index`` is on disk (False: unknown keys)."""
@@ -356,7 +374,9 @@ class JobBoard:
         except FsError as e:  # best effort: the read fetches it itself
             log.debug("prefetch of inode %d for %s failed: %s", job.order.inode(index), job.key, e)
         finally:
+            job.flight_bytes -= job.order.size(index)
             limiter.release_on_behalf_of(token)
+            job.wake()
 
     async def _rank_ahead(self, job: Job) -> None:
         """Keep block ranks for the files within ``RANKED_FILES`` of the position."""

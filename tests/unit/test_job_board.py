@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import trio
+import trio.testing
 
 from cloudfs.cache.belady import NOT_NEEDED
 from cloudfs.data.blocks import ObjectRef
@@ -106,5 +107,55 @@ def test_a_file_passed_over_unread_settles_at_once() -> None:
         assert skipped > 0
         assert board.rank("k1") == NOT_NEEDED
         assert job.spare - spare == skipped * SIZE
+
+    trio.run(main)
+
+
+@dataclass
+class FakeReader:
+    """Records the prefetch's fetches; each stays in flight until released."""
+
+    fetched: list[str] = field(default_factory=list)
+    release: trio.Event = field(default_factory=trio.Event)
+
+    async def prefetch_whole(self, ref: ObjectRef) -> int:
+        self.fetched.append(ref.key)
+        await self.release.wait()
+        return ref.size
+
+
+def test_the_window_counts_files_fetched_not_places_and_memory_in_flight() -> None:
+    """Cached files cost the window nothing: with the first 6 places cached and a
+    window of 2 files, the prefetch reaches places 7 and 8 before any read. With a
+    disk tier, the bytes bound holds fetches in flight only, not files fetched."""
+
+    async def main() -> None:
+        files = 12
+        disk = FakeDisk(capacity=files * SIZE)
+        reader = FakeReader()
+        window = Window(files=2, bytes=2 * SIZE, parallel=8)
+        board = JobBoard(cast(Any, None), cast(Any, reader), cast(Any, disk), Metrics(), window)
+        order = EpochOrder(array("q", range(1, files + 1)), array("q", [SIZE] * files))
+        known = {i: Known(ObjectRef(f"f{i + 1}", "e", SIZE), (f"k{i + 1}",)) for i in range(files)}
+        disk.held = {f"k{i + 1}" for i in range(6)}
+        async with trio.open_nursery() as nursery:
+            board.start(nursery)
+            job = board.announce(JobKey("j", 0), 1, order, known, cached_bytes=6 * SIZE)
+            await trio.testing.wait_all_tasks_blocked()
+            assert reader.fetched == ["f7", "f8"]
+            assert job.flight_bytes == 2 * SIZE
+
+            reader.release.set()  # both land on disk: no memory held, but 2 files ahead
+            await trio.testing.wait_all_tasks_blocked()
+            assert job.flight_bytes == 0 and job.ahead_files == 2
+            assert reader.fetched == ["f7", "f8"], "the files window is full"
+
+            reader.release = trio.Event()
+            board.read_started(7)  # one read frees one place of the files window
+            await trio.testing.wait_all_tasks_blocked()
+            assert reader.fetched == ["f7", "f8", "f9"]
+            reader.release.set()
+            board.stop()
+            nursery.cancel_scope.cancel()
 
     trio.run(main)
