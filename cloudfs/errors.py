@@ -93,6 +93,12 @@ class RemoteIOError(FsError):
     errno = _errno.EIO
 
 
+class ObjectChanged(FsError):
+    """The object is no longer the version (ETag, size) the caller named: its view is stale."""
+
+    errno = _errno.ESTALE
+
+
 class TxnConflict(FsError):
     """An optimistic KV transaction lost a race (the etcd engine): run it again.
 

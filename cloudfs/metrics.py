@@ -1,4 +1,5 @@
-"""Prometheus metrics of one mount, on a registry the CLI creates and injects.
+"""Prometheus metrics of one process (a mount, a cache worker), on a registry the CLI
+creates and injects.
 
 No module-level collectors: every process (and every test) builds its own
 ``Metrics`` over its own ``CollectorRegistry``.
@@ -86,6 +87,7 @@ class Metrics:
             registry=r,
         )
         self._job_metrics(r)
+        self._peer_metrics(r)
         self.prefetch_bytes = Counter(
             "cloudfs_prefetch_bytes", "Bytes fetched ahead of readers or by warm-up", registry=r
         )
@@ -125,6 +127,43 @@ class Metrics:
         )
         self.writeback_uploaded_bytes = Counter(
             "cloudfs_writeback_uploaded_bytes", "Bytes uploaded by write-back", registry=r
+        )
+
+    def _peer_metrics(self, r: CollectorRegistry) -> None:
+        """A cache group (``cloudfs.peers``): a mount's view of each member, and a worker's own."""
+        self.peer_requests = Counter(
+            "cloudfs_peer_requests",
+            "Blocks asked of a cache-group member, by result: hit (it held the block), miss "
+            "(it fetched the block from the UFS), error (this process fetched it itself)",
+            ["member", "result"],
+            registry=r,
+        )
+        self.peer_bytes = Counter(
+            "cloudfs_peer_bytes", "Block bytes received from a cache-group member", ["member"],
+            registry=r,
+        )  # fmt: skip
+        self.peer_latency = Histogram(
+            "cloudfs_peer_request_seconds",
+            "Time a cache-group member took to answer for a block",
+            ["member"],
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+        )
+        self.peer_backoffs = Counter(
+            "cloudfs_peer_backoffs",
+            "Times a cache-group member failed and was left out for a while",
+            ["member"],
+            registry=r,
+        )
+        self.worker_blocks = Counter(
+            "cloudfs_worker_blocks",
+            "Blocks a cache worker was asked for, by where it found them (memory, disk, "
+            "origin: fetched from the UFS) or the error it answered",
+            ["source"],
+            registry=r,
+        )
+        self.worker_bytes = Counter(
+            "cloudfs_worker_bytes", "Block bytes a cache worker served", ["source"], registry=r
         )
 
     def _job_metrics(self, r: CollectorRegistry) -> None:

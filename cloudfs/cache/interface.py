@@ -1,4 +1,5 @@
-"""The BlockTier protocol: one level of the block cache (memory, local disk, peers).
+"""The BlockTier protocol: one level of the block cache (memory, local disk); PeerTier:
+the blocks of a cache group (``cloudfs/peers/``), at the end of this file.
 
 A tier maps an opaque block key (``cloudfs.data.blocks.block_key``: a sha256 hex
 string derived from the store, object key, ETag, block size and block index) to
@@ -36,6 +37,7 @@ Semantics:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,4 +93,33 @@ class BlockTier(Protocol):
 
     def stats(self) -> TierStats:
         """Counters and occupancy of this tier."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAsk:
+    """One block a reader wants from the peer tier: the object's version and the
+    block's place in it, and its cache key (which also places it in the group)."""
+
+    object_key: str
+    etag: str
+    object_size: int
+    block_size: int
+    index: int
+    cache_key: str
+    length: int  # the block's exact length: anything else from a peer is refused
+
+
+class PeerTier(Protocol):
+    """The blocks of a cache group: other processes that hold blocks or fetch them once.
+
+    Unlike ``BlockTier`` it is asked for a batch (a reader's run of missing
+    blocks), blocking, from a worker thread, and never raises for a peer's
+    failure: every block it could not get is ``None``, and the caller fetches
+    those from the UFS itself. It never blocks longer than its per-call
+    deadline, and counts its own hits, misses, errors and bytes.
+    """
+
+    def fetch(self, asks: Sequence[BlockAsk]) -> list[bytes | None]:
+        """Each asked block's bytes (exactly ``length`` of them), or ``None``."""
         ...

@@ -7,7 +7,18 @@ import sys
 from collections.abc import Sequence
 
 from cloudfs import __version__
-from cloudfs.cli import flush, hint, meta_serve, mount, refresh, stats, umount, volume, warmup
+from cloudfs.cli import (
+    cache_serve,
+    flush,
+    hint,
+    meta_serve,
+    mount,
+    refresh,
+    stats,
+    umount,
+    volume,
+    warmup,
+)
 from cloudfs.errors import FsError, StartupError, UsageError
 
 
@@ -27,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     flush.add_parser(commands)
     meta_serve.add_parser(commands)
     volume.add_parser(commands)
+    cache_serve.add_parser(commands)
     return parser
 
 

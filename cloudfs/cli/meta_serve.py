@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     token = read_token(args.token_file)
-    if token is None and not (args.no_token and _loopback(args.listen)):
+    if token is None and not (args.no_token and is_loopback(args.listen)):
         raise UsageError(
             "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
         )
@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _loopback(listen: str) -> bool:
+def is_loopback(listen: str) -> bool:
+    """Whether a listen address (HOST:PORT) is reachable from this host only."""
     host = listen.rsplit(":", 1)[0].strip("[]")
     return host in ("127.0.0.1", "::1", "localhost")

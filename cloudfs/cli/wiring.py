@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import IO
 
 import trio
-from prometheus_client import start_http_server
 
 from cloudfs.cache.admission import make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
+from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control import paths
@@ -27,7 +27,7 @@ from cloudfs.data.reader import ObjectReader
 from cloudfs.data.uploader import Uploader, UploadPolicy
 from cloudfs.epoch.board import JobBoard, Window
 from cloudfs.epoch.hint_ops import HintControl
-from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.errors import FsError, StartupError
 from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
@@ -76,7 +76,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         store.check()
         meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
     if config.metrics_address:
-        _serve_metrics(config.metrics_address, metrics)
+        serve_metrics(config.metrics_address, metrics)
     ledger = PrefetchLedger(metrics)
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
     disk = _disk_tier(config, metrics)
@@ -268,10 +268,3 @@ def _disk_tier(config: MountConfig, metrics: Metrics) -> DiskBlockCache:
         admission=make_admission(cache.policy, cache.disk_bytes // cache.block_size),
         min_free_ratio=cache.free_space_ratio,
     )
-
-
-def _serve_metrics(address: str, metrics: Metrics) -> None:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise UsageError(f"--metrics wants HOST:PORT, not {address!r}")
-    start_http_server(int(port), addr=host or "127.0.0.1", registry=metrics.registry)

@@ -1,0 +1,139 @@
+"""``cloudfs cache serve``: run a cache worker, serving blocks to a cache group (gRPC).
+
+    cloudfs cache serve --listen 10.0.0.7:7080 --cache-dir /var/cache/cloudfs-worker \\
+        --cache-size 500G --token-file /etc/cloudfs/cache-token
+
+Mounts started with ``--cache-peers`` ask each block they miss of its owner in
+the group; the worker answers from its memory and disk tiers or fetches the
+block from the object store once, for every caller. It serves any store it is
+asked for, opened with its own endpoint and credentials (the environment, as
+for ``cloudfs mount``; ``--s3-endpoint`` overrides): anyone with the token can
+read what those credentials can. ``file://`` stores only with
+``--allow-file-stores``. Stays in the foreground; SIGTERM or SIGINT stops it
+after the calls in flight. Only a worker listening on loopback may run
+without a token (``--no-token``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from cloudfs.cache.admission import POLICIES, make_admission
+from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.cache.memory import MemoryBlockCache
+from cloudfs.cli import checks
+from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
+from cloudfs.cli.meta_serve import is_loopback, read_token
+from cloudfs.cli.sizes import parse_size
+from cloudfs.config import MiB, S3Config
+from cloudfs.errors import StartupError, UsageError
+from cloudfs.metrics import Metrics
+from cloudfs.peers.stores import StoreCache
+from cloudfs.peers.worker import BlockWorker
+
+log = logging.getLogger(__name__)
+
+# The disk tier's admission sketch is sized in blocks; callers choose the block size.
+TYPICAL_BLOCK = 4 * MiB
+
+
+def add_parser(commands: Any) -> None:
+    cache = commands.add_parser("cache", help="cache workers of a cache group")
+    sub = cache.add_subparsers(dest="cache_command", required=True, metavar="COMMAND")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve", help="serve blocks to a cache group over gRPC", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("--listen", default="127.0.0.1:7080", help="HOST:PORT (127.0.0.1:7080)")
+    p.add_argument("--cache-dir", required=True, help="where the disk tier keeps its blocks")
+    p.add_argument("--cache-size", default="10G", help="disk tier limit (10G)")
+    p.add_argument("--memory-cache-size", default="256M", help="memory tier limit (256M)")
+    p.add_argument(
+        "--cache-policy", default="tinylfu", help="disk admission: tinylfu or lru (tinylfu)"
+    )
+    p.add_argument("--token-file", help="callers must send the token in this file")
+    p.add_argument(
+        "--no-token", action="store_true", help="no token (only when listening on loopback)"
+    )
+    p.add_argument("--threads", default="64", help="calls served at once (64)")
+    p.add_argument("--s3-endpoint", help="S3 endpoint URL (default: AWS config/environment)")
+    p.add_argument("--s3-region", help="S3 region (default: AWS config/environment)")
+    p.add_argument(
+        "--allow-file-stores",
+        action="store_true",
+        help="also serve file:// stores (directories of this host, e.g. a shared NAS mount)",
+    )
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudfs.peers.server import CacheServer  # grpc: after the flags are checked
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    host, port = parse_host_port(args.listen, "--listen")
+    token = read_token(args.token_file)
+    if token is None and not (args.no_token and is_loopback(args.listen)):
+        raise UsageError(
+            "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
+        )
+    disk_bytes = parse_size(args.cache_size)
+    memory_bytes = parse_size(args.memory_cache_size)
+    if args.cache_policy not in POLICIES:
+        raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
+    if not args.threads.isdigit() or int(args.threads) < 1:
+        raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
+    check_can_listen(host, port)
+    cache_dir = os.path.abspath(args.cache_dir)
+    lock = checks.lock_cache_dir(cache_dir)  # two workers must not share one index
+    metrics = Metrics()
+    try:
+        disk = DiskBlockCache(
+            [os.path.join(cache_dir, "blocks")],
+            disk_bytes,
+            metrics,
+            admission=make_admission(args.cache_policy, max(1, disk_bytes // TYPICAL_BLOCK)),
+            min_free_ratio=0.1,
+        )
+    except OSError as e:
+        raise StartupError(f"cannot use cache directory {cache_dir}: {e.strerror or e}") from None
+    stores = StoreCache(
+        S3Config(endpoint_url=args.s3_endpoint, region=args.s3_region),
+        metrics,
+        allow_file=args.allow_file_stores,
+    )
+    worker = BlockWorker(stores, MemoryBlockCache(memory_bytes, metrics), disk, metrics)
+    try:
+        server = CacheServer(worker, args.listen, metrics, token=token, threads=int(args.threads))
+    except (OSError, RuntimeError, ValueError) as e:
+        raise StartupError(f"cannot listen on {args.listen}: {e}") from None
+    if args.metrics:
+        serve_metrics(args.metrics, metrics)
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.start()
+    log.info(
+        "cache worker on port %d, blocks in %s%s",
+        server.port, cache_dir, " (token required)" if token else "",
+    )  # fmt: skip
+    print(f"listening on {host}:{server.port}", flush=True)
+    try:
+        stopping.wait()
+    finally:
+        server.stop()
+        lock.close()
+    return 0

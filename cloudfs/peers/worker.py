@@ -1,0 +1,113 @@
+"""BlockWorker: one block of any store, from a cache worker's tiers or fetched once.
+
+The read path of a mount, without the mount: memory tier -> disk tier ->
+one ranged GET to the object store, shared by every concurrent caller of
+the block (``ThreadFlights``), whose bytes then go to both tiers. The tiers
+are the mount's own (``MemoryBlockCache``, ``DiskBlockCache``: the disk
+tier's crc32 per block file, its admission and eviction), and blocks are
+keyed as a mount keys them (``block_key``: store, object key, ETag, block
+size, index), so a changed object never meets an old block.
+
+The ETag is checked, not trusted: the object store is asked for the
+object's size and ETag (HEAD) right *after* the GET, and the bytes are
+kept only if they are the version the caller named. Checking after rather
+than before closes the common race, an object rewritten between the
+caller's listing and our GET: the GET may return the new bytes, the HEAD
+then shows the new ETag, and nothing is cached (``ObjectChanged``). Only a
+rewrite back to the named ETag between the two requests could slip past.
+
+Every method is blocking and thread-safe (gRPC's thread pool calls it).
+Errors are ``FsError``s: ``InvalidArgument`` for a request that names no
+block, ``NotFound``, ``ObjectChanged`` (ESTALE), ``AccessDenied`` and the
+store's ``RemoteIOError`` (after its own bounded retries and timeouts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cloudfs.cache.interface import BlockTier
+from cloudfs.data.blocks import ObjectRef, block_count, block_key, block_length
+from cloudfs.errors import InvalidArgument, ObjectChanged, RemoteIOError
+from cloudfs.metrics import Metrics
+from cloudfs.peers.flights import ThreadFlights
+from cloudfs.peers.stores import StoreCache
+from cloudfs.peers.wire import MAX_BLOCK_BYTES
+from cloudfs.ufs.interface import ObjectStore
+
+MIN_BLOCK_BYTES = 64 * 1024  # the smallest --block-size
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRequest:
+    """GetBlockRequest of proto/cloudfs/v1/cache.proto, as plain values."""
+
+    store_uri: str
+    key: str
+    etag: str
+    object_size: int
+    block_size: int
+    index: int
+
+
+class BlockWorker:
+    def __init__(
+        self, stores: StoreCache, memory: BlockTier, disk: BlockTier, metrics: Metrics
+    ) -> None:
+        self._stores = stores
+        self._memory = memory
+        self._disk = disk
+        self._metrics = metrics
+        self._flights: ThreadFlights[str, bytes] = ThreadFlights()
+
+    def get_block(self, request: BlockRequest) -> tuple[bytes, str]:
+        """The block's bytes, and where they came from: "memory", "disk" or "origin"."""
+        _validate(request)
+        opened = self._stores.get(request.store_uri)
+        ref = ObjectRef(request.key, request.etag, request.object_size)
+        key = block_key(opened.salt, ref, request.index, request.block_size)
+        length = block_length(request.index, ref.size, request.block_size)
+        data = self._memory.get(key, length)
+        if data is not None and len(data) == length:
+            return data, "memory"
+        data = self._disk.get(key, length)
+        if data is not None and len(data) == length:
+            self._memory.put(key, data)
+            return data, "disk"
+        if data is not None:  # not what this version's block must be: never serve it
+            self._disk.discard(key)
+        start = request.index * request.block_size
+        data, led = self._flights.do(
+            key, lambda: self._fetch(opened.store, ref, key, start, length)
+        )
+        if led:  # the leader writes the block file; its followers have their bytes already
+            self._disk.put(key, data)
+        return data, "origin"
+
+    def _fetch(
+        self, store: ObjectStore, ref: ObjectRef, key: str, start: int, length: int
+    ) -> bytes:
+        data = bytes(store.get_range(ref.key, start, length))
+        info = store.head(ref.key)  # after the GET: see the module docstring
+        if info.etag != ref.etag or info.size != ref.size:
+            raise ObjectChanged(
+                f"{ref.key!r} is now version {info.etag!r} of {info.size} bytes, "
+                f"not {ref.etag!r} of {ref.size}"
+            )
+        if len(data) != length:
+            raise RemoteIOError(f"{ref.key!r}: got {len(data)} bytes at {start}, not {length}")
+        self._memory.put(key, data)
+        return data
+
+
+def _validate(r: BlockRequest) -> None:
+    if not r.store_uri or not r.key:
+        raise InvalidArgument("a block needs its store_uri and key")
+    if not r.etag:
+        raise InvalidArgument(f"{r.key!r}: no ETag; an unversioned block cannot be shared")
+    if not MIN_BLOCK_BYTES <= r.block_size <= MAX_BLOCK_BYTES:
+        raise InvalidArgument(f"block_size {r.block_size} is not within 64 KiB..64 MiB")
+    if not 0 <= r.index < block_count(r.object_size, r.block_size):
+        raise InvalidArgument(
+            f"{r.key!r}: no block {r.index} in {r.object_size} bytes of {r.block_size}-byte blocks"
+        )

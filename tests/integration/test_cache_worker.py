@@ -1,0 +1,305 @@
+"""``cloudfs cache serve`` as a process, over moto behind a counting proxy, asked over gRPC.
+
+What reaches the object store is counted at the proxy, not by our metrics.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+
+from cloudfs.cache.interface import BlockAsk
+from cloudfs.data.blocks import ObjectRef, block_key
+from cloudfs.metrics import Metrics
+from cloudfs.peers import wire
+from cloudfs.peers.client import PeerGroup
+from cloudfs.peers.health import MemberHealth
+from cloudfs.peers.ring import Ring
+from cloudfs.ufs.factory import store_id
+from cloudfs.v1 import cache_pb2 as pb
+from tests.support.cache_workers import CacheWorker, running_cache_worker
+from tests.support.faults_proxy import FaultsProxy, running_proxy
+from tests.support.servers import S3Server, free_port
+
+KiB = 1024
+BS = 64 * KiB
+TOKEN = "s3cr3t-token"
+
+
+@dataclass
+class World:
+    s3: S3Server
+    bucket: str
+    proxy: FaultsProxy
+    worker: CacheWorker
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}"
+
+    def put(self, key: str, data: bytes) -> str:
+        """Write ``key`` straight into S3 (not through the proxy); its ETag."""
+        etag: str = self.s3.client().put_object(Bucket=self.bucket, Key=key, Body=data)["ETag"]
+        return etag.strip('"')
+
+    def body_gets(self) -> int:
+        return sum(1 for m, t in self.proxy.requests if m == "GET" and "list-type" not in t)
+
+
+def _worker_options(proxy: FaultsProxy) -> list[str]:
+    return ["--s3-endpoint", proxy.endpoint, "--cache-size", "64M", "--memory-cache-size", "8M"]
+
+
+@pytest.fixture
+def world(s3_server: S3Server, s3_bucket: str) -> Iterator[World]:
+    with (
+        running_proxy(s3_server.endpoint) as proxy,
+        running_cache_worker(s3_server.env(), options=_worker_options(proxy)) as worker,
+    ):
+        yield World(s3_server, s3_bucket, proxy, worker)
+
+
+def _channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=wire.MESSAGE_OPTIONS)
+
+
+def get_block(
+    address: str, metadata: tuple[tuple[str, str], ...] = (), **fields: Any
+) -> pb.GetBlockReply:
+    with _channel(address) as channel:
+        call = channel.unary_unary(
+            wire.METHOD,
+            request_serializer=pb.GetBlockRequest.SerializeToString,
+            response_deserializer=pb.GetBlockReply.FromString,
+        )
+        reply: pb.GetBlockReply = call(pb.GetBlockRequest(**fields), timeout=30, metadata=metadata)
+        return reply
+
+
+def refused(address: str, **fields: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        get_block(address, **fields)
+    return info.value
+
+
+def errno_of(exc: grpc.RpcError) -> int | None:
+    trailing = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
+    value = trailing.get(wire.ERRNO_KEY)
+    return None if value is None else int(value)
+
+
+def ask(w: World, key: str, etag: str, size: int, index: int) -> dict[str, Any]:
+    return dict(store_uri=w.uri, key=key, etag=etag, object_size=size, block_size=BS, index=index)
+
+
+def test_a_cold_block_leaves_the_store_once_for_many_callers_and_stays(world: World) -> None:
+    data = os.urandom(3 * BS + 100)
+    etag = world.put("train/a.bin", data)
+    world.proxy.reset_counts()
+    fields = ask(world, "train/a.bin", etag, len(data), 1)
+
+    with ThreadPoolExecutor(12) as pool:
+        replies = list(pool.map(lambda _: get_block(world.worker.address, **fields), range(12)))
+    assert all(r.data == data[BS : 2 * BS] for r in replies)
+    assert world.body_gets() == 1  # one GET for twelve callers...
+    assert world.proxy.count("HEAD") == 1  # ...and one look at the version, after it
+
+    again = get_block(world.worker.address, **fields)
+    assert (again.data, again.source) == (data[BS : 2 * BS], pb.BLOCK_SOURCE_MEMORY)
+    last = get_block(world.worker.address, **ask(world, "train/a.bin", etag, len(data), 3))
+    assert last.data == data[3 * BS :] and last.source == pb.BLOCK_SOURCE_ORIGIN
+
+    world.worker.restart()  # the disk tier outlives the process
+    world.proxy.reset_counts()
+    warm = get_block(world.worker.address, **fields)
+    assert (warm.data, warm.source) == (data[BS : 2 * BS], pb.BLOCK_SOURCE_DISK)
+    assert world.body_gets() == 0
+
+
+def test_the_worker_keys_blocks_as_a_mount_with_its_settings_does(world: World) -> None:
+    """Same store id, same block key: a mount's key places the block the worker stores."""
+    data = os.urandom(BS)
+    etag = world.put("k", data)
+    get_block(world.worker.address, **ask(world, "k", etag, len(data), 0))
+    salt = store_id(world.uri, world.proxy.endpoint)
+    key = block_key(salt, ObjectRef("k", etag, len(data)), 0, BS)
+    assert (world.worker.cache_dir / "blocks" / key[:2] / key).is_file()
+
+
+def test_errors_are_grpc_statuses_with_the_errno(world: World) -> None:
+    data = os.urandom(2 * BS)
+    etag = world.put("d/x", data)
+    address = world.worker.address
+    cases = [
+        (ask(world, "d/missing", etag, len(data), 0), grpc.StatusCode.NOT_FOUND, errno.ENOENT),
+        (
+            ask(world, "d/x", "0" * 32, len(data), 0),
+            grpc.StatusCode.FAILED_PRECONDITION, errno.ESTALE,
+        ),
+        (
+            ask(world, "d/x", etag, len(data) + 1, 0),
+            grpc.StatusCode.FAILED_PRECONDITION, errno.ESTALE,
+        ),
+        (ask(world, "d/x", "", len(data), 0), grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL),
+        (ask(world, "d/x", etag, len(data), 2), grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL),
+        (
+            {**ask(world, "d/x", etag, len(data), 0), "block_size": 1000},
+            grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL,
+        ),
+        (
+            {**ask(world, "d/x", etag, len(data), 0), "store_uri": "ftp://nope"},
+            grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL,
+        ),
+        (
+            {**ask(world, "etc/hostname", "x", 10, 0), "store_uri": "file:///"},
+            grpc.StatusCode.PERMISSION_DENIED, errno.EACCES,
+        ),
+    ]  # fmt: skip
+    for fields, code, number in cases:
+        exc = refused(address, **fields)
+        assert (exc.code(), errno_of(exc)) == (code, number), fields  # type: ignore[attr-defined]
+    # The object store failing is UNAVAILABLE, with EIO: the worker itself answered.
+    world.proxy.mode = "refuse"
+    exc = refused(address, **ask(world, "d/x", etag, len(data), 0))
+    assert (exc.code(), errno_of(exc)) == (grpc.StatusCode.UNAVAILABLE, errno.EIO)  # type: ignore[attr-defined]
+    world.proxy.mode = "forward"
+    assert get_block(address, **ask(world, "d/x", etag, len(data), 0)).data == data[:BS]
+
+
+def test_a_changed_object_is_never_cached_under_its_old_version(world: World) -> None:
+    old = os.urandom(2 * BS)
+    etag = world.put("v", old)
+    assert get_block(world.worker.address, **ask(world, "v", etag, len(old), 0)).data == old[:BS]
+    new = os.urandom(2 * BS)
+    new_etag = world.put("v", new)
+    # Block 1 of the old version was never fetched: the store now has other bytes.
+    exc = refused(world.worker.address, **ask(world, "v", etag, len(old), 1))
+    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
+    reply = get_block(world.worker.address, **ask(world, "v", new_etag, len(new), 0))
+    assert (reply.data, reply.source) == (new[:BS], pb.BLOCK_SOURCE_ORIGIN)
+    assert (
+        get_block(world.worker.address, **ask(world, "v", new_etag, len(new), 1)).data == (new[BS:])
+    )
+
+
+def test_a_worker_with_a_token_refuses_callers_without_it(
+    s3_server: S3Server, s3_bucket: str
+) -> None:
+    with (
+        running_proxy(s3_server.endpoint) as proxy,
+        running_cache_worker(
+            s3_server.env(), token=TOKEN, options=_worker_options(proxy)
+        ) as worker,
+    ):
+        w = World(s3_server, s3_bucket, proxy, worker)
+        data = os.urandom(BS)
+        etag = w.put("t", data)
+        fields = ask(w, "t", etag, len(data), 0)
+        for metadata in [(), (("authorization", "Bearer wrong"),)]:
+            with pytest.raises(grpc.RpcError) as info:
+                get_block(worker.address, metadata, **fields)
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+            assert errno_of(info.value) is None  # not the block's fault: the caller backs off
+        assert proxy.count() == 0  # refused before anything reached the store
+        right = (("authorization", f"Bearer {TOKEN}"),)
+        assert get_block(worker.address, right, **fields).data == data
+
+
+def test_peer_group_reads_through_live_members_and_backs_off_a_dead_one(world: World) -> None:
+    data = os.urandom(8 * BS)
+    etag = world.put("big", data)
+    dead = f"127.0.0.1:{free_port()}"
+    ring = Ring([world.worker.address, dead])
+    # Placement keys: the first block is the dead member's, the rest anyone's.
+    keys = [next(f"k{n}" for n in range(1000) if ring.owner(f"k{n}") == dead)]
+    keys += [f"other-{index}" for index in range(1, 8)]
+    metrics = Metrics()
+    health = MemberHealth(first=60.0, longest=60.0)  # no probe within this test
+    group = PeerGroup([world.worker.address, dead], world.uri, metrics, health=health)
+    try:
+        got = [
+            group.fetch([BlockAsk("big", etag, len(data), BS, index, keys[index], BS)])[0]
+            for index in range(8)
+        ]
+    finally:
+        group.close()
+    assert got[0] is None  # the dead member's one failed call: the caller reads the UFS
+    assert got[1:] == [data[i * BS : (i + 1) * BS] for i in range(1, 8)]  # then runners-up
+    sample = metrics.registry.get_sample_value
+    assert sample("cloudfs_peer_backoffs_total", {"member": dead}) == 1
+    assert sample("cloudfs_peer_requests_total", {"member": dead, "result": "error"}) == 1
+    assert (
+        sample("cloudfs_peer_requests_total", {"member": world.worker.address, "result": "miss"})
+        == 7
+    )
+    assert sample("cloudfs_peer_bytes_total", {"member": world.worker.address}) == 7 * BS
+
+
+def test_peer_group_refuses_a_short_block(world: World) -> None:
+    data = os.urandom(BS)
+    etag = world.put("s", data)
+    metrics = Metrics()
+    group = PeerGroup([world.worker.address], world.uri, metrics)
+    try:
+        wrong_length = BlockAsk("s", etag, len(data), BS, 0, "k", BS - 1)
+        assert group.fetch([wrong_length]) == [None]
+    finally:
+        group.close()
+    sample = metrics.registry.get_sample_value
+    assert (
+        sample("cloudfs_peer_requests_total", {"member": world.worker.address, "result": "error"})
+        == 1
+    )
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "cache", "serve", *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["--listen", "nowhere", "--no-token"], 2, "--listen wants HOST:PORT, not 'nowhere'"),
+        (["--listen", "0.0.0.0:0", "--no-token"], 2, "--token-file is required"),
+        (["--no-token", "--cache-size", "lots"], 2, "invalid size 'lots'"),
+        (["--no-token", "--threads", "0"], 2, "--threads wants a positive number"),
+        (["--no-token", "--token-file", "/nonexistent/token"], 2, "cannot read token file"),
+    ],
+)
+def test_bad_flags_are_one_line_and_a_nonzero_exit(
+    tmp_path: Any, args: list[str], status: int, message: str
+) -> None:
+    result = _serve("--cache-dir", str(tmp_path / "c"), *args)
+    assert result.returncode == status
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_cache_dir_it_cannot_create_is_one_line(tmp_path: Any) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = _serve("--cache-dir", str(blocker / "cache"), "--no-token")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"cloudfs: cannot use cache directory {blocker / 'cache'}")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Any, world: World) -> None:
+    result = _serve(
+        "--cache-dir", str(tmp_path / "c"), "--no-token", "--listen", world.worker.address
+    )
+    assert result.returncode == 1
+    assert "cannot listen on" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
