@@ -40,6 +40,8 @@ class CacheConfig:
     order_window_files: int = 512
     order_window_bytes: int = 0  # 0: half the memory tier
     order_parallel: int = 32
+    # A cache group (cloudfs/peers): HOST:PORT of each member, asked before the UFS.
+    peers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +82,4 @@ class MountConfig:
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint
     write: WriteConfig = WriteConfig()
     tree_token: str | None = None  # grpc:// mounts: the tree service's token
+    peer_token: str | None = None  # the cache group's token (cache.peers)

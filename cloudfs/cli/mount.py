@@ -10,6 +10,7 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES
 from cloudfs.cli import checks, mount_options, runtime
 from cloudfs.cli.daemon import run_detached
+from cloudfs.cli.endpoints import parse_members
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
@@ -90,6 +91,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         staging_wait=parse_seconds(str(args.staging_wait)),
     )
     block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
+    peers = parse_members(args.cache_peers, "--cache-peers") if args.cache_peers else ()
     return MountConfig(
         ufs_uri=args.ufs_uri,
         mountpoint=mountpoint,
@@ -106,6 +108,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             order_window_files=order_files,
             order_window_bytes=order_bytes,
             order_parallel=order_parallel,
+            peers=peers,
         ),
         s3=s3,
         store_id=volume_id,
@@ -123,6 +126,9 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         metrics_address=args.metrics,
         write=write,
         tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
+        peer_token=read_token(args.cache_token_file)
+        or os.environ.get("CLOUDFS_CACHE_TOKEN")
+        or None,
     )
 
 

@@ -56,6 +56,8 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "drain_timeout": ("drain_timeout", True),
     "staging_dir": ("staging_dir", True),
     "token_file": ("token_file", True),
+    "cache_peers": ("cache_peers", True),
+    "cache_token_file": ("cache_token_file", True),
     "staging_size": ("staging_size", True),
     "staging_wait": ("staging_wait", True),
 }
@@ -155,6 +157,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--token-file", help="grpc:// mounts: the tree service's token (or $CLOUDFS_META_TOKEN)"
+    )
+    p.add_argument(
+        "--cache-peers",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="a cache group: ask each block's owner among these cache workers (cloudfs cache "
+        "serve) before the UFS; the same list, spelt alike, on every mount (-o cache_peers=A+B)",
+    )
+    p.add_argument(
+        "--cache-token-file",
+        help="the cache group's token (or $CLOUDFS_CACHE_TOKEN)",
     )
     p.add_argument(
         "--staging-dir",

@@ -36,6 +36,7 @@ from cloudfs.meta.embedded import open_embedded
 from cloudfs.meta.interface import Meta
 from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.metrics import Metrics
+from cloudfs.peers.client import PeerGroup
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs
@@ -62,6 +63,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
         tree = parse_tree_uri(config.ufs_uri)
         ufs_uri = _volume_ufs(tree, config.tree_token)
+        data_uri = ufs_uri
         store = MeteredObjectStore(open_store(ufs_uri, config.s3), metrics)
         store.check()
         grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token)
@@ -72,6 +74,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             raise StartupError(f"cannot mount {tree.normalized}: {e}") from None
         meta = grpc_meta
     else:
+        data_uri = config.ufs_uri
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
         store.check()
         meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
@@ -80,9 +83,10 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     ledger = PrefetchLedger(metrics)
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
     disk = _disk_tier(config, metrics)
+    peers = _peer_group(config, data_uri, metrics)
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
-        trio.CapacityLimiter(32), ledger=ledger,
+        trio.CapacityLimiter(32), ledger=ledger, peers=peers,
     )  # fmt: skip
     board = JobBoard(meta, reader, disk, metrics, _order_window(config))
     reader.watch = board
@@ -133,6 +137,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         session.start(ops, config.mountpoint, options)
     except BaseException:
         meta.close()
+        if peers is not None:
+            peers.close()
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
@@ -183,6 +189,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         finally:
             invalidator.stop()  # before meta.close(), which ends its stream
             meta.close()
+            if peers is not None:
+                peers.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)
             log.info("unmounted %s", config.mountpoint)
@@ -232,6 +240,14 @@ def _facts(config: MountConfig, open_path: str) -> dict[str, object]:
         "cache_policy": config.cache.policy,
         "write_mode": config.write.mode,
     }
+
+
+def _peer_group(config: MountConfig, data_uri: str, metrics: Metrics) -> PeerGroup | None:
+    """The cache group of ``--cache-peers``, for blocks of the store at ``data_uri``."""
+    if not config.cache.peers:
+        return None
+    log.info("cache group: %s", ", ".join(config.cache.peers))
+    return PeerGroup(config.cache.peers, data_uri, metrics, token=config.peer_token)
 
 
 def _volume_ufs(tree: TreeUri, token: str | None) -> str:

@@ -26,6 +26,12 @@ leader of a fetch has its bytes (and has handed them to its waiters) before
 the block file is written. Warm-up (``to_memory=False``) writes inline, so a
 warmed block is on disk when warm-up reports it.
 
+With a cache group (``peers``, a ``PeerTier``), every block of a run is
+first asked of its owner in the group, all at once, in the same thread hop
+as the GET; only the blocks no peer delivered are fetched from the UFS, one
+ranged GET per run of them. Blocks from a peer go into the tiers exactly as
+fetched ones do.
+
 Disk hits of a read are served by ``read_disk_ranges``: only the bytes the
 read wants, with one ``pread`` per block (``DiskBlockCache.read_range``).
 A sequential stream's body is read with ``readinto`` into one buffer per
@@ -42,7 +48,7 @@ from typing import BinaryIO
 
 import trio  # trio 0.22 ships no py.typed
 
-from cloudfs.cache.interface import BlockTier
+from cloudfs.cache.interface import BlockAsk, BlockTier, PeerTier
 from cloudfs.cache.singleflight import Flight, SingleFlight
 from cloudfs.cache.writebehind import WRITE_THREADS, DiskWriteBehind
 from cloudfs.data.blocks import ObjectRef, block_key, block_length, block_span, consecutive_runs
@@ -72,6 +78,7 @@ class BlockLoader:
         ledger: PrefetchLedger,
         *,
         disk_limiter: trio.CapacityLimiter | None = None,
+        peers: PeerTier | None = None,
     ) -> None:
         self.memory = memory
         self.ledger = ledger
@@ -87,11 +94,17 @@ class BlockLoader:
         self._metrics = metrics
         self._store_id = store_id
         self._limiter = limiter
+        self._peers = peers
         self._keys: dict[tuple[ObjectRef, int], str] = {}
 
     @property
     def block_size(self) -> int:
         return self._bs
+
+    @property
+    def has_peers(self) -> bool:
+        """Whether misses go to a cache group first (then no streaming GETs: see reader)."""
+        return self._peers is not None
 
     def key(self, ref: ObjectRef, index: int) -> str:
         """Block ``index``'s cache key, hashed once per block of an object in use."""
@@ -369,7 +382,8 @@ class BlockLoader:
     async def _get_run(
         self, ref: ObjectRef, run: list[int], *, store_as: list[str] | None = None
     ) -> list[bytes]:
-        """One ranged GET for the consecutive blocks ``run``, split into blocks.
+        """The consecutive blocks ``run``: from the cache group where it has them,
+        the rest with one ranged GET per run of them, split into blocks.
 
         The split copies every block once; it runs in the worker thread with
         the GET so the trio loop never spends milliseconds copying. ``store_as``:
@@ -377,25 +391,36 @@ class BlockLoader:
         (a prefetch for the disk tier: one hop per file, not two).
         """
         bs = self._bs
-        start = block_span(run[0], ref.size, bs)[0]
-        stop = block_span(run[-1], ref.size, bs)[1]
         get_range = self._store.get_range
         disk = self.disk if store_as is not None else None
+        peers = self._peers if ref.etag else None  # an unversioned block is nobody's to share
+        asks = [
+            BlockAsk(ref.key, ref.etag, ref.size, bs, i, self.key(ref, i), self.length(ref, i))
+            for i in run
+        ] if peers is not None else []  # fmt: skip
 
-        def fetch() -> list[bytes]:
+        def from_store(indexes: list[int]) -> list[bytes]:
+            start = block_span(indexes[0], ref.size, bs)[0]
+            stop = block_span(indexes[-1], ref.size, bs)[1]
             data = get_range(ref.key, start, stop - start)
             if len(data) != stop - start:
                 raise RemoteIOError(
                     f"{ref.key}: got {len(data)} bytes at {start}, expected {stop - start}"
                     " (object changed?)"
                 )
-            if len(run) == 1:
-                blocks = [bytes(data)]
-            else:
-                view = memoryview(data)
-                blocks = [
-                    bytes(view[i * bs - start : min((i + 1) * bs, stop) - start]) for i in run
-                ]
+            if len(indexes) == 1:
+                return [bytes(data)]
+            view = memoryview(data)
+            return [bytes(view[i * bs - start : min((i + 1) * bs, stop) - start]) for i in indexes]
+
+        def fetch() -> list[bytes]:
+            got: list[bytes | None] = [None] * len(run) if peers is None else peers.fetch(asks)
+            missing = [n for n, block in enumerate(got) if block is None]
+            for part in consecutive_runs(missing, max_len=len(missing) or 1):
+                fetched = from_store([run[n] for n in part])
+                for n, block in zip(part, fetched, strict=True):
+                    got[n] = block
+            blocks = [block for block in got if block is not None]
             if disk is not None and store_as is not None:
                 for key, block in zip(store_as, blocks, strict=True):
                     disk.put(key, block)

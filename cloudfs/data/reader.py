@@ -1,7 +1,8 @@
 """ObjectReader: byte ranges of UFS objects, served through the block tiers.
 
 Read path for each block: memory tier -> a block waiting for its disk write
--> disk tier -> UFS (one ranged GET per run of consecutive missing blocks, in
+-> disk tier -> the block's owner in the cache group, if ``peers`` is given
+-> UFS (one ranged GET per run of consecutive missing blocks, in
 a worker thread; the result fills memory, and disk behind the reader's back;
 see ``loader.py``). A disk hit reads only the bytes the request asks for:
 on the trio thread when the block file is open and its bytes are in the page
@@ -39,7 +40,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from cloudfs.cache.interface import BlockTier
+from cloudfs.cache.interface import BlockTier, PeerTier
 from cloudfs.cache.singleflight import Flight, FlightAbandoned
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import (
@@ -69,6 +70,9 @@ FAIL_FAST_SECONDS = 2.0
 DRAIN_SECONDS = 10.0
 # In "stream" mode, objects of at least this many blocks are read ahead through one open GET.
 STREAM_MIN_BLOCKS = 4
+# Warm-up with a cache group: blocks asked of the group at once per file (each is a
+# whole block in memory until stored; the announced order warms tens of files at once).
+PEER_BATCH_BLOCKS = 4
 
 
 class ObjectReader:
@@ -85,22 +89,26 @@ class ObjectReader:
         max_prefetch_blocks: int | None = None,
         ledger: PrefetchLedger | None = None,
         disk_limiter: trio.CapacityLimiter | None = None,
+        peers: PeerTier | None = None,
     ) -> None:
-        """``limiter`` bounds threads doing UFS requests; ``disk_limiter`` those
-        reading the disk tier (default: a limiter of its own, ``DISK_READ_THREADS``)."""
+        """``limiter`` bounds threads doing UFS (and cache group) requests; ``disk_limiter``
+        those reading the disk tier (default: a limiter of its own, ``DISK_READ_THREADS``).
+        ``peers``: the cache group, asked for every block before the UFS; then blocks
+        are fetched per block run, never through a streaming GET (which would pass
+        the group by)."""
         if config.block_size <= 0:
             raise ValueError("block_size must be positive")
         self._bs = config.block_size
         self._ledger = ledger or PrefetchLedger(metrics)
         self._loader = BlockLoader(
             store, memory, disk, self._bs, metrics, store_id, limiter, self._ledger,
-            disk_limiter=disk_limiter,
+            disk_limiter=disk_limiter, peers=peers,
         )  # fmt: skip
         self._recent_failures: dict[str, float] = {}  # object key -> trio time of failure
         self._memory = memory
         self._flights = self._loader.flights
         self._max_window = max(0, config.readahead_blocks)
-        self._mode = config.readahead_mode
+        self._mode = "ranges" if peers is not None else config.readahead_mode
         self._part_blocks = max(1, config.readahead_part_bytes // self._bs)
         self._nursery: trio.Nursery | None = None
         if max_prefetch_blocks is None:
@@ -130,6 +138,7 @@ class ObjectReader:
         max_prefetch_blocks: int | None = None,
         ledger: PrefetchLedger | None = None,
         disk_limiter: trio.CapacityLimiter | None = None,
+        peers: PeerTier | None = None,
     ) -> AsyncIterator[ObjectReader]:
         """A reader with its own read-ahead nursery for the duration of the block."""
         async with trio.open_nursery() as nursery:
@@ -144,6 +153,7 @@ class ObjectReader:
                 max_prefetch_blocks=max_prefetch_blocks,
                 ledger=ledger,
                 disk_limiter=disk_limiter,
+                peers=peers,
             )
             reader.start(nursery)
             try:
@@ -311,8 +321,9 @@ class ObjectReader:
 
         Blocks go to the disk tier when there is one (warming a dataset larger
         than RAM must not flush the hot memory tier), else to memory. Runs of
-        several missing blocks are read through one streaming GET. Errors
-        propagate to the caller.
+        several missing blocks are read through one streaming GET; with a cache
+        group, ``PEER_BATCH_BLOCKS`` at a time from their owners (whose misses the
+        loader fetches with ranged GETs). Errors propagate to the caller.
         """
         to_memory = self._loader.disk is None
         missing = [
@@ -321,15 +332,19 @@ class ObjectReader:
             if not self._loader.is_cached(self._loader.key(ref, index))
         ]
         fetched = 0
-        for run in consecutive_runs(missing, max_len=len(missing) or 1):
-            if len(run) > 1:
+        peers = self._loader.has_peers
+        longest = PEER_BATCH_BLOCKS if peers else len(missing) or 1
+        for run in consecutive_runs(missing, max_len=longest):
+            if len(run) > 1 and not peers:
                 fetched += await self._loader.stream_run(ref, run, to_memory)
                 continue
-            flight = self._flights.claim(self._loader.key(ref, run[0]))
-            if flight is not None:
-                loaded = await self._loader.load(
-                    ref, [(run[0], flight)], prefetch=True, to_memory=to_memory
-                )
+            claimed: Claimed = []
+            for index in run:
+                flight = self._flights.claim(self._loader.key(ref, index))
+                if flight is not None:
+                    claimed.append((index, flight))
+            if claimed:
+                loaded = await self._loader.load(ref, claimed, prefetch=True, to_memory=to_memory)
                 fetched += sum(len(d) for d in loaded.values())
         return fetched
 

@@ -94,6 +94,9 @@ def mount_args(place: Path, uri: str, *extra: str) -> list[str]:
         (["DATA", "-o", "bogus_option"], "bogus_option"),
         (["DATA", "-o", "cache_size"], "cache_size"),
         (["DATA", "-o", "ro=yes"], "ro"),
+        (["DATA", "--cache-peers", "10.0.0.7"], "--cache-peers wants HOST:PORT"),
+        (["DATA", "-o", "cache_peers=a:1+b"], "--cache-peers wants HOST:PORT"),
+        (["DATA", "--cache-token-file", "/nonexistent/token"], "cannot read token file"),
     ],
 )
 def test_usage_errors(place: Path, uri_or_args: list[str], needle: str) -> None:

@@ -32,6 +32,12 @@ at any time, from any thread):
 * ``proxy.injected``: how many faults have been injected so far
   (``reset_counts()`` zeroes it along with ``requests``).
 
+Bytes the server sends back are counted too, by the method of the request they
+answer (``proxy.response_bytes("GET")``: status lines, headers and bodies of
+every GET, i.e. what the object store sent for reads; ``None``: everything).
+A response is the answer to the latest request seen on its connection (HTTP/1.1
+without pipelining; moto even closes each connection after one request).
+
 Failed requests are still counted and kept in ``requests``. A request is
 recognised when a read from the client begins with its request line: HTTP/1.1
 clients send the next request on a connection only after the previous
@@ -89,6 +95,7 @@ class FaultsProxy:
         self._fault_methods: frozenset[str] | None = None
         self._delay = 0.0
         self._injected = 0
+        self._response_bytes: Counter[str] = Counter()
         self._stopping = False
         self._sockets: set[socket.socket] = set()
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
@@ -166,10 +173,18 @@ class FaultsProxy:
         with self._lock:
             return Counter(m for m, _ in self.requests)
 
+    def response_bytes(self, method: str | None = None) -> int:
+        """Bytes the server sent in answer to requests of ``method`` (all with None)."""
+        with self._lock:
+            if method is None:
+                return sum(self._response_bytes.values())
+            return self._response_bytes[method]
+
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
             self._injected = 0
+            self._response_bytes.clear()
 
     def cut(self) -> None:
         """Close every open connection (clients see a reset or EOF)."""
@@ -229,8 +244,11 @@ class FaultsProxy:
             self._untrack(client)
             return
         self._track(upstream)
-        threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-        self._pump(client, upstream, True)
+        latest: list[str] = []  # the method of the connection's latest request
+        threading.Thread(
+            target=self._pump, args=(upstream, client, False, latest), daemon=True
+        ).start()
+        self._pump(client, upstream, True, latest)
 
     def _drain(self, client: socket.socket) -> None:
         try:
@@ -241,7 +259,9 @@ class FaultsProxy:
         finally:
             self._untrack(client)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, requests: bool, latest: list[str]
+    ) -> None:
         tail = b""
         try:
             while True:
@@ -257,10 +277,14 @@ class FaultsProxy:
                     line = _REQUEST_LINE.match(data)
                     if line is not None:
                         method = line.group(1).decode()
+                        latest[:] = [method]
                         fault = self._before_request(method)
                         if fault is not None:
                             self._inject(fault, method, src, dst)
                             break
+                elif latest:
+                    with self._lock:
+                        self._response_bytes[latest[0]] += len(data)
                 dst.sendall(data)
         except OSError:
             pass
