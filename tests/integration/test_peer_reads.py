@@ -8,6 +8,8 @@ is counted here is the reader's own UFS requests (``MeteredObjectStore``).
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 import trio
 
 from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.cache.interface import BlockAsk
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.config import CacheConfig, S3Config
 from cloudfs.data.blocks import ObjectRef
@@ -127,3 +130,48 @@ def test_a_dead_group_costs_a_few_failed_calls_and_the_store_serves(rig: Rig) ->
     failed = sample(metrics, "cloudfs_peer_requests_total", member=rig.address, result="error")
     assert 1 <= failed <= 3 < 4 * len(refs)
     assert sample(metrics, "cloudfs_ufs_requests_total", op="get") >= len(refs)
+
+
+def test_warm_up_takes_blocks_from_the_group(rig: Rig) -> None:
+    data = os.urandom(9 * BS + 5)
+    ref = rig.put("warm", data)
+    metrics = Metrics()
+    store = MeteredObjectStore(LocalObjectStore(str(rig.ufs)), metrics)
+    config = CacheConfig(cache_dir="/nonexistent", block_size=BS, memory_bytes=64 * BS)
+    group = PeerGroup([rig.address], rig.uri, metrics)
+
+    async def main() -> None:
+        async with ObjectReader.running(
+            store, MemoryBlockCache(config.memory_bytes, metrics), None, config, metrics,
+            store_id(rig.uri), trio.CapacityLimiter(8), peers=group,
+        ) as reader:  # fmt: skip
+            assert await reader.prefetch_whole(ref) == len(data)
+            assert reader.cached_bytes(ref) == len(data)
+
+    try:
+        trio.run(main)
+    finally:
+        group.close()
+    assert sample(metrics, "cloudfs_ufs_requests_total", op="get") == 0
+    assert sample(metrics, "cloudfs_peer_bytes_total", member=rig.address) == len(data)
+
+
+def test_a_hung_member_costs_one_deadline_then_is_left_out() -> None:
+    with socket.socket() as hung:  # accepts connections (the backlog) and never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        member = f"127.0.0.1:{hung.getsockname()[1]}"
+        metrics = Metrics()
+        group = PeerGroup([member], "s3://bucket", metrics, deadline=0.5)
+        asks = [BlockAsk("k", "etag", 4 * BS, BS, i, f"key-{i}", BS) for i in range(4)]
+        try:
+            started = time.monotonic()
+            assert group.fetch(asks) == [None] * 4  # one batch: one deadline, not four
+            first = time.monotonic() - started
+            started = time.monotonic()
+            assert group.fetch(asks) == [None] * 4  # left out: no call at all
+            second = time.monotonic() - started
+        finally:
+            group.close()
+    assert 0.4 <= first < 2.0 and second < 0.1, (first, second)
+    assert sample(metrics, "cloudfs_peer_requests_total", member=member, result="error") == 4
