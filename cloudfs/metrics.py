@@ -7,7 +7,11 @@ No module-level collectors: every process (and every test) builds its own
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 
 class Metrics:
@@ -155,6 +159,8 @@ class Metrics:
             ["member"],
             registry=r,
         )
+        self.peer_members_view: Callable[[], Iterable[tuple[str, bool]]] | None = None
+        r.register(_MembersUp(self))
         self.worker_blocks = Counter(
             "cloudfs_worker_blocks",
             "Blocks a cache worker was asked for, by where it found them (memory, disk, "
@@ -241,3 +247,25 @@ class Metrics:
             self.job_position,
             self.job_order_files,
         ]
+
+
+class _MembersUp(Collector):
+    """``cloudfs_peer_member_up{member}``: the cache group's ring as the process sees it at
+    scrape time (1 in use, 0 left out for a back-off), from ``peer_members_view``, which
+    the ``PeerGroup`` sets: its membership may change while the mount runs."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        view = self._metrics.peer_members_view
+        if view is None:
+            return
+        family = GaugeMetricFamily(
+            "cloudfs_peer_member_up",
+            "Members of the cache group: 1 asked for blocks, 0 left out for a back-off",
+            labels=["member"],
+        )
+        for member, up in view():
+            family.add_metric([member], 1.0 if up else 0.0)
+        yield family

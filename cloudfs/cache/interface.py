@@ -123,3 +123,9 @@ class PeerTier(Protocol):
     def fetch(self, asks: Sequence[BlockAsk]) -> list[bytes | None]:
         """Each asked block's bytes (exactly ``length`` of them), or ``None``."""
         ...
+
+    def fill(self, asks: Sequence[BlockAsk]) -> list[str | None]:
+        """Have each asked block's owner hold it, sending no bytes back (warm-up
+        through the group): "memory" or "disk" where it was held, "origin" where
+        the owner fetched it now, ``None`` where none took it."""
+        ...

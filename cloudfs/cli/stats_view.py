@@ -18,6 +18,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudfs.cli.sizes import format_size
+from cloudfs.cli.stats_group import MemberRow, parse_group
+from cloudfs.cli.stats_group import rows as group_rows
 from cloudfs.cli.stats_jobs import JobRow, parse_jobs
 from cloudfs.cli.stats_jobs import rows as job_rows
 
@@ -132,6 +134,7 @@ class Snapshot:
     prefetch_wasted_bytes: float = 0.0
     writeback: WriteBack = field(default_factory=lambda: WriteBack())
     jobs: Sequence[JobRow] = ()
+    group: Sequence[MemberRow] = ()  # the cache group's members, as the mount sees them
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -205,6 +208,7 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
             ),
         ),
         jobs=parse_jobs(samples),
+        group=parse_group(samples),
     )
 
 
@@ -408,6 +412,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "failed_uploads": _int(snap.writeback.failures),
         },
         "jobs": [job.to_json() for job in snap.jobs],
+        "group": [member.to_json() for member in snap.group],
     }
 
 
@@ -534,6 +539,8 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
             ]
         )
     lines += _table(latency) if ops else ["Latency   (no FUSE requests yet)"]
+    if snap.group:
+        lines += _table(group_rows(snap.group, format_percent, format_seconds, format_size))
     if snap.jobs:
         lines += _table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
     else:

@@ -3,8 +3,12 @@
 The files are found here, through the mount (directories are walked, so the
 kernel checks permissions as for any reader), and sent to the mount process
 by inode number over its control socket (``cloudfs.control``); the mount
-fetches them with bounded parallelism into its disk tier. A progress bar shows
-files, bytes, rate and ETA. ``--check`` reports the cached fraction, ``--evict``
+fetches them with bounded parallelism into its disk tier. On a mount in a
+cache group (``--cache-peers``, ``--cache-group``) each block is instead held
+by its owner in the group only (``--group``, the default there): warming a
+dataset costs one origin read for the whole group and no copy per node;
+``--local`` also keeps a copy on this node. A progress bar shows files, bytes,
+rate and ETA. ``--check`` reports the cached fraction, ``--evict``
 drops the files' blocks from every tier.
 """
 
@@ -46,6 +50,21 @@ def add_parser(commands: Any) -> None:
     action = p.add_mutually_exclusive_group()
     action.add_argument("--check", action="store_true", help="report how much is cached")
     action.add_argument("--evict", action="store_true", help="drop the files from the cache")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--group",
+        action="store_const",
+        const="group",
+        dest="to",
+        help="each block on its owner in the mount's cache group only (default in a group)",
+    )
+    where.add_argument(
+        "--local",
+        action="store_const",
+        const="local",
+        dest="to",
+        help="a copy in this mount's own cache (through its group, if any)",
+    )
     p.add_argument(
         "--timeout", default="600", help="seconds to wait for any progress before giving up (600)"
     )
@@ -68,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
             if (mountpoint, target.inode) not in seen:
                 seen.add((mountpoint, target.inode))
                 by_mount[mountpoint].append(target)
+    if args.to and (args.check or args.evict):
+        raise UsageError("--group and --local go with warming, not --check or --evict")
     status = 0
     for mountpoint, targets in by_mount.items():
         if args.check:
@@ -75,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.evict:
             status |= _evict(mountpoint, targets, timeout)
         else:
-            status |= _warm(mountpoint, targets, args.parallel, timeout, not args.no_progress)
+            status |= _warm(
+                mountpoint, targets, args.parallel, args.to, timeout, not args.no_progress
+            )
     return status
 
 
@@ -118,11 +141,16 @@ def _batches(targets: list[Target]) -> Iterable[list[Target]]:
 
 
 def _warm(
-    mountpoint: str, targets: list[Target], parallel: int, timeout: float, progress: bool
+    mountpoint: str,
+    targets: list[Target],
+    parallel: int,
+    to: str | None,
+    timeout: float,
+    progress: bool,
 ) -> int:
     total = sum(t.size for t in targets)
     started = time.monotonic()
-    fetched = done = 0
+    fetched = by_group = done = 0
     failures: list[str] = []
     bar = tqdm(
         total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="warmup",
@@ -131,7 +159,7 @@ def _warm(
     with bar:
         for batch in _batches(targets):
             by_inode = {t.inode: t for t in batch}
-            request = {"op": "warmup", "inodes": list(by_inode), "parallel": parallel}
+            request = {"op": "warmup", "inodes": list(by_inode), "parallel": parallel, "to": to}
             for event in client.call(mountpoint, request, timeout=timeout):
                 if event.get("done"):
                     continue
@@ -141,20 +169,25 @@ def _warm(
                     failures.append(f"{name}: {event['error']}")
                 else:
                     fetched += int(event["fetched"])
+                    by_group += int(event.get("by_group", 0))
                 done += 1
                 bar.update(target.size if target else 0)
                 bar.set_postfix(files=f"{done}/{len(targets)}", refresh=False)
     elapsed = max(time.monotonic() - started, 1e-9)
     print(
         f"warmed up {len(targets) - len(failures)} files, {format_size(total)} "
-        f"({format_size(fetched)} fetched from the object store) in {elapsed:.1f} s, "
-        f"{format_size(total / elapsed)}/s"
+        f"({format_size(fetched)} fetched from the object store{_by_group(by_group)}) "
+        f"in {elapsed:.1f} s, {format_size(total / elapsed)}/s"
     )
     for line in failures[:10]:
         print(f"cloudfs: failed: {line}", file=sys.stderr)
     if len(failures) > 10:
         print(f"cloudfs: ... and {len(failures) - 10} more failures", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _by_group(by_group: int) -> str:
+    return f", {format_size(by_group)} of it by the cache group's owners" if by_group else ""
 
 
 def _check(mountpoint: str, targets: list[Target], timeout: float) -> int:

@@ -6,9 +6,13 @@ each file, which on a CloudFS mount is the tree's inode. A file that vanished
 in between is reported and skipped. Files with nothing in the UFS yet (written
 here, not uploaded) have nothing to warm.
 
-* ``warmup``: ``{"inodes": [...], "parallel": N}``; one event per file
-  (``inode``, ``size``, ``fetched`` bytes from the UFS, or ``error``); result
-  totals. Blocks go to the disk tier (memory when there is none).
+* ``warmup``: ``{"inodes": [...], "parallel": N, "to": "group"|"local"}``;
+  one event per file (``inode``, ``size``, ``fetched`` bytes from the UFS,
+  ``by_group`` of them fetched by the group's owners, or ``error``); result
+  totals. "local" puts blocks in this mount's disk tier (memory when there is
+  none), through the cache group if any; "group" (the default in a group) has
+  each block held by its owner only, no copy here; "group" outside a group is
+  EINVAL.
 * ``check``: totals of bytes held by a tier for those files.
 * ``evict``: drops their blocks from every tier.
 * ``metrics``: the Prometheus text exposition plus a few facts of the mount.
@@ -57,13 +61,14 @@ class CacheControl:
     async def warmup(self, request: Message, emit: Emit) -> Message:
         inodes = inodes_of(request)
         parallel = min(max(int(request.get("parallel", 8)), 1), MAX_PARALLEL)
-        totals = {"files": 0, "bytes": 0, "fetched": 0, "failed": 0}
+        to_group = self._to_group(request.get("to"))
+        totals = {"files": 0, "bytes": 0, "fetched": 0, "by_group": 0, "failed": 0}
         send, receive = trio.open_memory_channel[Message](parallel)
         limiter = trio.CapacityLimiter(parallel)
 
         async def one(inode: InodeId, send: trio.MemorySendChannel[Message]) -> None:
             async with send, limiter:
-                await send.send(await self._warm_one(inode))
+                await send.send(await self._warm_one(inode, to_group))
 
         async with trio.open_nursery() as nursery, receive:
             async with send:
@@ -76,16 +81,30 @@ class CacheControl:
                     totals["files"] += 1
                     totals["bytes"] += event["size"]
                     totals["fetched"] += event["fetched"]
+                    totals["by_group"] += event["by_group"]
                 await emit(event)
         return totals
 
-    async def _warm_one(self, inode: InodeId) -> Message:
+    def _to_group(self, to: object) -> bool:
+        """Whether a warm-up goes to the group's owners only (``to``: the request's)."""
+        if to not in (None, "group", "local"):
+            raise InvalidArgument(f"warm-up to {to!r}: 'group' or 'local'")
+        if to == "group" and not self._reader.in_group:
+            raise InvalidArgument("this mount is in no cache group (--cache-peers, --cache-group)")
+        return to != "local" and self._reader.in_group
+
+    async def _warm_one(self, inode: InodeId, to_group: bool) -> Message:
+        by_group = here = 0
         try:
             ref = await self._ref(inode)
-            fetched = await self._reader.prefetch_whole(ref) if ref else 0
+            if ref is not None and to_group:
+                by_group, here = await self._reader.warm_in_group(ref)
+            elif ref is not None:
+                here = await self._reader.prefetch_whole(ref)
         except FsError as e:
             return {"inode": inode, "error": str(e), "errno": e.errno}
-        return {"inode": inode, "size": ref.size if ref else 0, "fetched": fetched}
+        size = ref.size if ref else 0
+        return {"inode": inode, "size": size, "fetched": by_group + here, "by_group": by_group}
 
     async def check(self, request: Message, emit: Emit) -> Message:
         totals = {"files": 0, "bytes": 0, "cached_bytes": 0, "complete_files": 0, "failed": 0}

@@ -379,6 +379,25 @@ class BlockLoader:
         )
         return hits
 
+    async def fill_group(self, ref: ObjectRef, indexes: list[int]) -> list[str | None]:
+        """Have the cache group's owners hold blocks ``indexes`` of ``ref`` (``PeerTier.fill``:
+        where each was, "origin" if its owner fetched it now, ``None`` if none took it)."""
+        peers = self._peers
+        if peers is None or not ref.etag:  # an unversioned block is nobody's to share
+            return [None] * len(indexes)
+        placed: list[str | None] = await trio.to_thread.run_sync(
+            peers.fill, self._asks(ref, indexes), limiter=self._limiter
+        )
+        return placed
+
+    def _asks(self, ref: ObjectRef, indexes: list[int]) -> list[BlockAsk]:
+        """Blocks ``indexes`` of ``ref`` as the cache group is asked for them."""
+        bs = self._bs
+        return [
+            BlockAsk(ref.key, ref.etag, ref.size, bs, i, self.key(ref, i), self.length(ref, i))
+            for i in indexes
+        ]
+
     async def _get_run(
         self, ref: ObjectRef, run: list[int], *, store_as: list[str] | None = None
     ) -> list[bytes]:
@@ -394,10 +413,7 @@ class BlockLoader:
         get_range = self._store.get_range
         disk = self.disk if store_as is not None else None
         peers = self._peers if ref.etag else None  # an unversioned block is nobody's to share
-        asks = [
-            BlockAsk(ref.key, ref.etag, ref.size, bs, i, self.key(ref, i), self.length(ref, i))
-            for i in run
-        ] if peers is not None else []  # fmt: skip
+        asks = self._asks(ref, run) if peers is not None else []
 
         def from_store(indexes: list[int]) -> list[bytes]:
             start = block_span(indexes[0], ref.size, bs)[0]

@@ -348,6 +348,33 @@ class ObjectReader:
                 fetched += sum(len(d) for d in loaded.values())
         return fetched
 
+    @property
+    def in_group(self) -> bool:
+        """Whether this mount is in a cache group (asks its owners before the UFS)."""
+        return self._loader.has_peers
+
+    async def warm_in_group(self, ref: ObjectRef) -> tuple[int, int]:
+        """Have every block of ``ref`` held by its owner in the cache group, no copy
+        here: warming a dataset costs the group one origin read and no per-node
+        copies. A block no owner took (its owner down) is warmed here instead.
+        Returns (bytes the owners fetched from the UFS, bytes fetched here).
+        """
+        by_owner = 0
+        missing: list[int] = []
+        indexes = list(range(block_count(ref.size, self._bs)))
+        for start in range(0, len(indexes), PEER_BATCH_BLOCKS):
+            batch = indexes[start : start + PEER_BATCH_BLOCKS]
+            placed = await self._loader.fill_group(ref, batch)
+            for index, where in zip(batch, placed, strict=True):
+                if where is None and not self._loader.is_cached(self._loader.key(ref, index)):
+                    missing.append(index)
+                elif where == "origin":
+                    by_owner += self._loader.length(ref, index)
+        here = 0
+        for run in consecutive_runs(missing, max_len=len(missing) or 1):
+            here += await self._loader.stream_run(ref, run, self._loader.disk is None)
+        return by_owner, here
+
     def cached_bytes(self, ref: ObjectRef) -> int:
         """How many bytes of ``ref`` a tier holds or is fetching (counts no hit or miss)."""
         return sum(

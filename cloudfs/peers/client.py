@@ -14,8 +14,11 @@ block from the UFS itself: a peer can make a read faster, never make it fail.
 * A worker's answer about one block (NOT_FOUND, FAILED_PRECONDITION for a
   changed object, UNAVAILABLE from its object store: the status carries an
   errno) leaves the member in use; only that block is fetched locally.
-* A reply of the wrong length is refused (and counted as an error), so a
-  confused peer cannot hand the mount a torn block.
+* A reply of the wrong length or whose CRC-32 does not match its bytes is
+  refused (and counted as an error): a confused peer or a flipped bit on the
+  way cannot hand the mount a torn block.
+* ``fill`` (warm-up through the group) asks each owner to hold its blocks,
+  fetching them once if it must, and sends no bytes back.
 
 Metrics per member: ``cloudfs_peer_requests_total{member,result}`` (hit,
 miss, error), ``cloudfs_peer_bytes_total``, ``cloudfs_peer_request_seconds``,
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,9 +45,13 @@ from cloudfs.v1 import cache_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# Per call. A worker's cold block is one object-store GET (tens of ms); a block it
+# Per call: how long a member that stops answering can hold a read up (the issue's
+# bound). A worker's cold block is one object-store GET (tens of ms); a block it
 # holds, a local read. Longer than this and the mount is better off asking the UFS.
-DEADLINE_SECONDS = 5.0
+DEADLINE_SECONDS = 2.0
+# A fill makes the owner fetch the block if it must, and nobody waits on it but
+# ``cloudfs warmup``: a slow origin gets longer before the block is warmed locally.
+FILL_DEADLINE_SECONDS = 30.0
 _CHANNEL_OPTIONS = [
     *wire.MESSAGE_OPTIONS,
     # gRPC's reconnect back-off grows to 120 s by default: a restarted worker would be
@@ -53,6 +61,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 5000),
 ]
 _HITS = (pb.BLOCK_SOURCE_MEMORY, pb.BLOCK_SOURCE_DISK)
+_SOURCES = {pb.BLOCK_SOURCE_MEMORY: "memory", pb.BLOCK_SOURCE_DISK: "disk"}
 
 Pending = tuple[str, Any, float] | None  # (member, the call's future, when it was sent)
 
@@ -78,6 +87,7 @@ class PeerGroup:
         self._channels = {
             m: grpc.insecure_channel(m, options=_CHANNEL_OPTIONS) for m in self.members
         }
+        metrics.peer_members_view = self._members_up
         self._calls = {
             m: channel.unary_unary(
                 wire.METHOD,
@@ -96,11 +106,27 @@ class PeerGroup:
         pending = [self._send(ask) for ask in asks]
         return [self._receive(ask, sent) for ask, sent in zip(asks, pending, strict=True)]
 
+    def fill(self, asks: Sequence[BlockAsk]) -> list[str | None]:
+        """Have each block's owner hold it (warm-up through the group, no bytes sent
+        back): "memory" or "disk" where it was held, "origin" where the owner fetched
+        it now, ``None`` where no owner took it (warm that block yourself)."""
+        pending = [self._send(ask, fill_only=True) for ask in asks]
+        return [self._filled(ask, sent) for ask, sent in zip(asks, pending, strict=True)]
+
+    def view(self) -> list[dict[str, object]]:
+        """Each member and whether it is in use now or left out for a back-off."""
+        return [{"member": m, "up": up} for m, up in self._members_up()]
+
+    def _members_up(self) -> list[tuple[str, bool]]:
+        """(member, in use) for each member: ``cloudfs_peer_member_up`` at scrape time."""
+        failing = set(self._health.failing())
+        return [(m, m not in failing) for m in self.members]
+
     def close(self) -> None:
         for channel in self._channels.values():
             channel.close()
 
-    def _send(self, ask: BlockAsk) -> Pending:
+    def _send(self, ask: BlockAsk, *, fill_only: bool = False) -> Pending:
         member = next((m for m in self._ring.ranked(ask.cache_key) if self._health.usable(m)), None)
         if member is None:
             return None  # every member is left out: the UFS it is
@@ -111,11 +137,11 @@ class PeerGroup:
             object_size=ask.object_size,
             block_size=ask.block_size,
             index=ask.index,
+            fill_only=fill_only,
         )
+        deadline = FILL_DEADLINE_SECONDS if fill_only else self._deadline
         try:
-            future = self._calls[member].future(
-                request, timeout=self._deadline, metadata=self._metadata
-            )
+            future = self._calls[member].future(request, timeout=deadline, metadata=self._metadata)
         except Exception as exc:  # a closed channel: never the reader's problem
             log.warning("cache peer %s: cannot send: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()
@@ -123,6 +149,34 @@ class PeerGroup:
         return member, future, time.monotonic()
 
     def _receive(self, ask: BlockAsk, sent: Pending) -> bytes | None:
+        got = self._reply(ask, sent)
+        if got is None:
+            return None
+        member, reply = got
+        data: bytes = reply.data
+        if len(data) != ask.length or zlib.crc32(data) != reply.crc32:
+            log.warning(
+                "cache peer %s sent %d bytes for block %d of %r (%d wanted) with a CRC-32 of "
+                "%08x (%08x sent): ignored",
+                member, len(data), ask.index, ask.object_key, ask.length,
+                zlib.crc32(data), reply.crc32,
+            )  # fmt: skip
+            self._metrics.peer_requests.labels(member, "error").inc()
+            return None
+        self._metrics.peer_requests.labels(member, "hit" if reply.source in _HITS else "miss").inc()
+        self._metrics.peer_bytes.labels(member).inc(len(data))
+        return data
+
+    def _filled(self, ask: BlockAsk, sent: Pending) -> str | None:
+        got = self._reply(ask, sent)
+        if got is None:
+            return None
+        member, reply = got
+        self._metrics.peer_requests.labels(member, "hit" if reply.source in _HITS else "miss").inc()
+        return _SOURCES.get(reply.source, "origin")
+
+    def _reply(self, ask: BlockAsk, sent: Pending) -> tuple[str, pb.GetBlockReply] | None:
+        """The member's answer to ``sent``, or None (counted, and the member's health kept)."""
         if sent is None:
             return None
         member, future, started = sent
@@ -137,17 +191,7 @@ class PeerGroup:
             return None
         self._metrics.peer_latency.labels(member).observe(time.monotonic() - started)
         self._health.succeeded(member)
-        data: bytes = reply.data
-        if len(data) != ask.length:
-            log.warning(
-                "cache peer %s sent %d bytes for block %d of %r, not %d: ignored",
-                member, len(data), ask.index, ask.object_key, ask.length,
-            )  # fmt: skip
-            self._metrics.peer_requests.labels(member, "error").inc()
-            return None
-        self._metrics.peer_requests.labels(member, "hit" if reply.source in _HITS else "miss").inc()
-        self._metrics.peer_bytes.labels(member).inc(len(data))
-        return data
+        return member, reply
 
     def _failed(self, member: str, ask: BlockAsk, exc: grpc.RpcError) -> None:
         self._metrics.peer_requests.labels(member, "error").inc()

@@ -6,6 +6,8 @@ changed object, INVALID_ARGUMENT, PERMISSION_DENIED, UNAVAILABLE for the
 object store's failures) with the errno in the trailing metadata, which tells
 the caller the worker is alive and the trouble is this block's; anything
 else is logged with its traceback and answered UNAVAILABLE with EIO.
+Every reply carries the CRC-32 of its bytes; a ``fill_only`` call (warm-up
+through the group) gets no bytes, only where the block was.
 
 With a token, every call must carry ``authorization: Bearer <token>``
 (UNAUTHENTICATED otherwise, without an errno: the caller stops asking this
@@ -17,6 +19,7 @@ from __future__ import annotations
 import errno
 import hmac
 import logging
+import zlib
 from concurrent import futures
 from typing import NoReturn
 
@@ -94,7 +97,10 @@ class CacheServer:
             index=request.index,
         )
         try:
-            data, source = self._worker.get_block(asked)
+            if request.fill_only:
+                data, source = b"", self._worker.fill(asked)
+            else:
+                data, source = self._worker.get_block(asked)
         except FsError as exc:
             self._abort(context, exc.errno, str(exc) or type(exc).__name__)
         except Exception:
@@ -104,7 +110,7 @@ class CacheServer:
             self._abort(context, errno.EIO, "internal error")
         self._metrics.worker_blocks.labels(source).inc()
         self._metrics.worker_bytes.labels(source).inc(len(data))
-        return pb.GetBlockReply(data=data, source=SOURCES[source])
+        return pb.GetBlockReply(data=data, source=SOURCES[source], crc32=zlib.crc32(data))
 
     def _abort(self, context: grpc.ServicerContext, code: int, message: str) -> NoReturn:
         """Answer with ``code``'s status and errno (``context.abort`` raises)."""

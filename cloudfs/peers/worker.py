@@ -31,7 +31,7 @@ from cloudfs.data.blocks import ObjectRef, block_count, block_key, block_length
 from cloudfs.errors import InvalidArgument, ObjectChanged, RemoteIOError
 from cloudfs.metrics import Metrics
 from cloudfs.peers.flights import ThreadFlights
-from cloudfs.peers.stores import StoreCache
+from cloudfs.peers.stores import OpenStore, StoreCache
 from cloudfs.peers.wire import MAX_BLOCK_BYTES
 from cloudfs.ufs.interface import ObjectStore
 
@@ -62,11 +62,7 @@ class BlockWorker:
 
     def get_block(self, request: BlockRequest) -> tuple[bytes, str]:
         """The block's bytes, and where they came from: "memory", "disk" or "origin"."""
-        _validate(request)
-        opened = self._stores.get(request.store_uri)
-        ref = ObjectRef(request.key, request.etag, request.object_size)
-        key = block_key(opened.salt, ref, request.index, request.block_size)
-        length = block_length(request.index, ref.size, request.block_size)
+        opened, ref, key, length = self._locate(request)
         data = self._memory.get(key, length)
         if data is not None and len(data) == length:
             return data, "memory"
@@ -76,7 +72,30 @@ class BlockWorker:
             return data, "disk"
         if data is not None:  # not what this version's block must be: never serve it
             self._disk.discard(key)
-        start = request.index * request.block_size
+        return self._from_origin(opened, ref, key, request.index * request.block_size, length)
+
+    def fill(self, request: BlockRequest) -> str:
+        """Hold the block (warm-up through the group), without reading it if held:
+        "memory" or "disk" if it was, "origin" if it was fetched now."""
+        opened, ref, key, length = self._locate(request)
+        for tier in (self._memory, self._disk):
+            if tier.contains(key):
+                return tier.tier
+        self._from_origin(opened, ref, key, request.index * request.block_size, length)
+        return "origin"
+
+    def _locate(self, request: BlockRequest) -> tuple[OpenStore, ObjectRef, str, int]:
+        """The block's store, object, cache key and exact length; ``InvalidArgument``
+        for a request that names no block."""
+        _validate(request)
+        opened = self._stores.get(request.store_uri)
+        ref = ObjectRef(request.key, request.etag, request.object_size)
+        key = block_key(opened.salt, ref, request.index, request.block_size)
+        return opened, ref, key, block_length(request.index, ref.size, request.block_size)
+
+    def _from_origin(
+        self, opened: OpenStore, ref: ObjectRef, key: str, start: int, length: int
+    ) -> tuple[bytes, str]:
         data, led = self._flights.do(
             key, lambda: self._fetch(opened.store, ref, key, start, length)
         )

@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63loudfs/v1/cache.proto\x12\ncloudfs.v1\"w\n\x0fGetBlockRequest\x12\x11\n\tstore_uri\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12\x13\n\x0bobject_size\x18\x04 \x01(\x04\x12\x12\n\nblock_size\x18\x05 \x01(\r\x12\r\n\x05index\x18\x06 \x01(\x04\"F\n\rGetBlockReply\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\'\n\x06source\x18\x02 \x01(\x0e\x32\x17.cloudfs.v1.BlockSource*t\n\x0b\x42lockSource\x12\x1c\n\x18\x42LOCK_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x42LOCK_SOURCE_MEMORY\x10\x01\x12\x15\n\x11\x42LOCK_SOURCE_DISK\x10\x02\x12\x17\n\x13\x42LOCK_SOURCE_ORIGIN\x10\x03\x32P\n\nBlockCache\x12\x42\n\x08GetBlock\x12\x1b.cloudfs.v1.GetBlockRequest\x1a\x19.cloudfs.v1.GetBlockReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63loudfs/v1/cache.proto\x12\ncloudfs.v1\"\x8a\x01\n\x0fGetBlockRequest\x12\x11\n\tstore_uri\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12\x13\n\x0bobject_size\x18\x04 \x01(\x04\x12\x12\n\nblock_size\x18\x05 \x01(\r\x12\r\n\x05index\x18\x06 \x01(\x04\x12\x11\n\tfill_only\x18\x07 \x01(\x08\"U\n\rGetBlockReply\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\'\n\x06source\x18\x02 \x01(\x0e\x32\x17.cloudfs.v1.BlockSource\x12\r\n\x05\x63rc32\x18\x03 \x01(\r*t\n\x0b\x42lockSource\x12\x1c\n\x18\x42LOCK_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x42LOCK_SOURCE_MEMORY\x10\x01\x12\x15\n\x11\x42LOCK_SOURCE_DISK\x10\x02\x12\x17\n\x13\x42LOCK_SOURCE_ORIGIN\x10\x03\x32P\n\nBlockCache\x12\x42\n\x08GetBlock\x12\x1b.cloudfs.v1.GetBlockRequest\x1a\x19.cloudfs.v1.GetBlockReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cloudfs.v1.cache_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BLOCKSOURCE']._serialized_start=231
-  _globals['_BLOCKSOURCE']._serialized_end=347
-  _globals['_GETBLOCKREQUEST']._serialized_start=38
-  _globals['_GETBLOCKREQUEST']._serialized_end=157
-  _globals['_GETBLOCKREPLY']._serialized_start=159
-  _globals['_GETBLOCKREPLY']._serialized_end=229
-  _globals['_BLOCKCACHE']._serialized_start=349
-  _globals['_BLOCKCACHE']._serialized_end=429
+  _globals['_BLOCKSOURCE']._serialized_start=266
+  _globals['_BLOCKSOURCE']._serialized_end=382
+  _globals['_GETBLOCKREQUEST']._serialized_start=39
+  _globals['_GETBLOCKREQUEST']._serialized_end=177
+  _globals['_GETBLOCKREPLY']._serialized_start=179
+  _globals['_GETBLOCKREPLY']._serialized_end=264
+  _globals['_BLOCKCACHE']._serialized_start=384
+  _globals['_BLOCKCACHE']._serialized_end=464
 # @@protoc_insertion_point(module_scope)

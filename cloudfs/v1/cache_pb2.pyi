@@ -17,25 +17,29 @@ BLOCK_SOURCE_DISK: BlockSource
 BLOCK_SOURCE_ORIGIN: BlockSource
 
 class GetBlockRequest(_message.Message):
-    __slots__ = ("store_uri", "key", "etag", "object_size", "block_size", "index")
+    __slots__ = ("store_uri", "key", "etag", "object_size", "block_size", "index", "fill_only")
     STORE_URI_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
     OBJECT_SIZE_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    FILL_ONLY_FIELD_NUMBER: _ClassVar[int]
     store_uri: str
     key: str
     etag: str
     object_size: int
     block_size: int
     index: int
-    def __init__(self, store_uri: _Optional[str] = ..., key: _Optional[str] = ..., etag: _Optional[str] = ..., object_size: _Optional[int] = ..., block_size: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+    fill_only: bool
+    def __init__(self, store_uri: _Optional[str] = ..., key: _Optional[str] = ..., etag: _Optional[str] = ..., object_size: _Optional[int] = ..., block_size: _Optional[int] = ..., index: _Optional[int] = ..., fill_only: _Optional[bool] = ...) -> None: ...
 
 class GetBlockReply(_message.Message):
-    __slots__ = ("data", "source")
+    __slots__ = ("data", "source", "crc32")
     DATA_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     source: BlockSource
-    def __init__(self, data: _Optional[bytes] = ..., source: _Optional[_Union[BlockSource, str]] = ...) -> None: ...
+    crc32: int
+    def __init__(self, data: _Optional[bytes] = ..., source: _Optional[_Union[BlockSource, str]] = ..., crc32: _Optional[int] = ...) -> None: ...

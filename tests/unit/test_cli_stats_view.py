@@ -284,7 +284,9 @@ def test_the_json_snapshot_shape() -> None:
     m.ufs_errors.labels("get").inc()
     m.fuse_errors.labels("lookup", "ENOENT").inc(2)
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
-    assert set(doc) == {"mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs"}
+    assert set(doc) == {
+        "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "group",
+    }  # fmt: skip
     assert doc["mount"] == FACTS
     assert doc["tiers"]["memory"] == {
         "hits": 7,
@@ -405,6 +407,41 @@ def test_jobs_show_while_they_live() -> None:
     assert line[3:6] == ["60.0%", "30.0%", "250.0"]
     job.remove()  # the job ended: its row goes
     assert snapshot_json(_snapshot(m, 1.0))["jobs"] == []
+
+
+def test_the_cache_group_shows_each_member_as_the_ring_holds_it() -> None:
+    m = Metrics()
+    m.peer_members_view = lambda: [("10.0.0.1:7080", True), ("10.0.0.2:7080", False)]
+    m.peer_requests.labels("10.0.0.1:7080", "hit").inc(3)
+    m.peer_requests.labels("10.0.0.1:7080", "miss").inc(1)
+    m.peer_bytes.labels("10.0.0.1:7080").inc(4 * MiB)
+    m.peer_latency.labels("10.0.0.1:7080").observe(0.004)
+    m.peer_latency.labels("10.0.0.1:7080").observe(0.002)
+    m.peer_requests.labels("10.0.0.2:7080", "error").inc(2)
+    m.peer_backoffs.labels("10.0.0.2:7080").inc()
+    m.peer_requests.labels("10.0.0.9:7080", "hit").inc(5)  # left the group since
+    snap = _snapshot(m, 0.0)
+    first, second, gone = snapshot_json(snap)["group"]
+    assert first == {
+        "member": "10.0.0.1:7080", "in_ring": True, "up": True, "hits": 3, "misses": 1,
+        "errors": 0, "bytes": 4 * MiB, "mean_latency_seconds": pytest.approx(0.003),
+        "backoffs": 0,
+    }  # fmt: skip
+    assert (second["member"], second["up"], second["errors"], second["backoffs"]) == (
+        "10.0.0.2:7080", False, 2, 1,
+    )  # fmt: skip
+    assert (gone["member"], gone["in_ring"], gone["hits"]) == ("10.0.0.9:7080", False, 5)
+    lines = render(snap, Interval.between(snap, snap))
+    table = lines[lines.index(next(x for x in lines if x.startswith("Group"))) :]
+    assert table[1].split()[:3] == ["10.0.0.1:7080", "up", "75.0%"]
+    assert table[2].split()[:3] == ["10.0.0.2:7080", "left", "out"]
+    assert table[3].split()[:2] == ["10.0.0.9:7080", "gone"]
+
+
+def test_a_mount_in_no_group_has_no_group_rows() -> None:
+    snap = _snapshot(Metrics(), 0.0)
+    assert snapshot_json(snap)["group"] == []
+    assert not any(x.startswith("Group") for x in render(snap, Interval.between(snap, snap)))
 
 
 # -- the command, with the control channel faked --------------------------------------
