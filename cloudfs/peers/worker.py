@@ -8,13 +8,12 @@ tier's crc32 per block file, its admission and eviction), and blocks are
 keyed as a mount keys them (``block_key``: store, object key, ETag, block
 size, index), so a changed object never meets an old block.
 
-The ETag is checked, not trusted: the object store is asked for the
-object's size and ETag (HEAD) right *after* the GET, and the bytes are
-kept only if they are the version the caller named. Checking after rather
-than before closes the common race, an object rewritten between the
-caller's listing and our GET: the GET may return the new bytes, the HEAD
-then shows the new ETag, and nothing is cached (``ObjectChanged``). Only a
-rewrite back to the named ETag between the two requests could slip past.
+The ETag is checked, not trusted: the GET is conditional on it
+(``get_range``'s ``etag``: S3's If-Match, in the same request), so the bytes
+are the version the caller named or there are none (``ObjectChanged``,
+nothing cached), even for an object rewritten between the caller's listing
+and our GET. Bytes of that version but fewer than the block the caller's
+object size implies are ``ObjectChanged`` too: the caller's view is wrong.
 
 Every method is blocking and thread-safe (gRPC's thread pool calls it).
 Errors are ``FsError``s: ``InvalidArgument`` for a request that names no
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 
 from cloudfs.cache.interface import BlockTier
 from cloudfs.data.blocks import ObjectRef, block_count, block_key, block_length
-from cloudfs.errors import InvalidArgument, ObjectChanged, RemoteIOError
+from cloudfs.errors import InvalidArgument, ObjectChanged
 from cloudfs.metrics import Metrics
 from cloudfs.peers.flights import ThreadFlights
 from cloudfs.peers.stores import OpenStore, StoreCache
@@ -106,15 +105,9 @@ class BlockWorker:
     def _fetch(
         self, store: ObjectStore, ref: ObjectRef, key: str, start: int, length: int
     ) -> bytes:
-        data = bytes(store.get_range(ref.key, start, length))
-        info = store.head(ref.key)  # after the GET: see the module docstring
-        if info.etag != ref.etag or info.size != ref.size:
-            raise ObjectChanged(
-                f"{ref.key!r} is now version {info.etag!r} of {info.size} bytes, "
-                f"not {ref.etag!r} of {ref.size}"
-            )
-        if len(data) != length:
-            raise RemoteIOError(f"{ref.key!r}: got {len(data)} bytes at {start}, not {length}")
+        data = bytes(store.get_range(ref.key, start, length, ref.etag))  # that version only
+        if len(data) != length:  # that version, but not of the size the caller said
+            raise ObjectChanged(f"{ref.key!r}: got {len(data)} bytes at {start}, not {length}")
         self._memory.put(key, data)
         return data
 

@@ -170,8 +170,8 @@ class FaultyObjectStore:
     def head(self, key: str) -> ObjectInfo:
         return self._call("head", lambda: self._inner.head(key))
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
-        return self._call("get_range", lambda: self._inner.get_range(key, offset, length))
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
+        return self._call("get_range", lambda: self._inner.get_range(key, offset, length, etag))
 
     def get_stream(self, key: str, offset: int) -> BinaryIO:
         return self._call("get_stream", lambda: self._inner.get_stream(key, offset))

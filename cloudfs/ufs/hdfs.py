@@ -74,6 +74,7 @@ from cloudfs.errors import (
     UfsAccessDenied,
 )
 from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.interface import check_version
 from cloudfs.ufs.local import _ERRNO_TYPES, TMP_PREFIX
 
 PiB = 1 << 50
@@ -372,7 +373,7 @@ class ArrowObjectStore:
             raise NotFound(f"'{key}': not an object")  # S3 answers 404 for a prefix too
         return _object_info(key, info)
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         if offset < 0 or length < 0:
             raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
         f = self._open_input(key, self._path(key))
@@ -387,6 +388,8 @@ class ArrowObjectStore:
                     break
                 chunks.append(bytes(chunk))
                 done += len(chunk)
+        if etag is not None:  # after the bytes: a rewrite during the read shows up
+            check_version(key, self.head(key).etag, etag)
         return b"".join(chunks)
 
     def get_stream(self, key: str, offset: int) -> BinaryIO:

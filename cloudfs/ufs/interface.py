@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import BinaryIO, Protocol
 
+from cloudfs.errors import ObjectChanged
 from cloudfs.types import ListPage, ObjectInfo
+
+
+def check_version(key: str, have: str, want: str | None) -> None:
+    """``ObjectChanged`` unless ``want`` is None or the object's ETag ``have`` (get_range)."""
+    if want is not None and have != want:
+        raise ObjectChanged(f"'{key}' is now version {have!r}, not {want!r}")
 
 
 class ObjectStore(Protocol):
@@ -62,8 +69,13 @@ class ObjectStore(Protocol):
         """Size, mtime and ETag of one object. ``NotFound`` if absent."""
         ...
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
-        """Bytes [offset, offset+length) of an object; short at end of object."""
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
+        """Bytes [offset, offset+length) of an object; short at end of object.
+
+        With ``etag``, bytes of that version only: ``ObjectChanged`` (ESTALE) if
+        the object now has another (one conditional request where the store has
+        them, S3's If-Match; else the bytes, then the version checked).
+        """
         ...
 
     def get_stream(self, key: str, offset: int) -> BinaryIO:

@@ -35,6 +35,7 @@ from cloudfs.errors import (
     UfsAccessDenied,
 )
 from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.interface import check_version
 
 TMP_PREFIX = ".cloudfs-tmp-"  # in-flight uploads; never listed
 
@@ -190,12 +191,14 @@ class LocalObjectStore:
             raise NotFound(f"'{key}': not an object")  # S3 answers 404 for a prefix too
         return _info(key, st)
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         if offset < 0 or length < 0:
             raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
         with _os_errors(key):
             fd = os.open(self._path(key), os.O_RDONLY)
             try:
+                if etag is not None:  # the file this fd reads, not whatever the path is now
+                    check_version(key, _etag(os.fstat(fd)), etag)
                 chunks: list[bytes] = []
                 done = 0
                 while done < length:

@@ -56,8 +56,8 @@ class MeteredObjectStore:
     def head(self, key: str) -> ObjectInfo:
         return self._call("head", lambda: self._inner.head(key))
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
-        data = self._call("get", lambda: self._inner.get_range(key, offset, length))
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
+        data = self._call("get", lambda: self._inner.get_range(key, offset, length, etag))
         self._bytes_in.inc(len(data))
         return data
 

@@ -46,6 +46,7 @@ from cloudfs.errors import (
     IllegalName,
     InvalidArgument,
     NotFound,
+    ObjectChanged,
     RemoteIOError,
     UfsAccessDenied,
 )
@@ -294,15 +295,16 @@ class S3ObjectStore:
             etag=_etag(resp.get("ETag", "")),
         )
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         if offset < 0 or length < 0:
             raise InvalidArgument(f"'{key}': negative range {offset}+{length}")
         full = self._full(key)
         if length == 0:
-            return b""
-        body = self._direct.get(full, offset, length) if self._direct is not None else None
+            return b"" if etag is None else self._checked_empty(key, etag)
+        direct = self._direct
+        body = direct.get(full, offset, length, etag) if direct is not None else None
         if body is None:
-            body = self._get_object_range(key, full, offset, length)
+            body = self._get_object_range(key, full, offset, length, etag)
         data = body.data
         if not body.partial and offset > 0:
             data = data[offset : offset + length]  # the server ignored Range
@@ -313,10 +315,22 @@ class S3ObjectStore:
         """The fast path for ranged GETs (None where botocore offers none): its counters."""
         return self._direct
 
-    def _get_object_range(self, key: str, full: str, offset: int, length: int) -> Body:
+    def _checked_empty(self, key: str, etag: str) -> bytes:
+        """No bytes, of version ``etag`` only (S3 takes no empty Range to condition)."""
+        if self.head(key).etag != etag:
+            raise ObjectChanged(f"'{key}': the object is not the version asked for")
+        return b""
+
+    def _get_object_range(
+        self, key: str, full: str, offset: int, length: int, etag: str | None = None
+    ) -> Body:
+        condition: dict[str, Any] = {"IfMatch": f'"{etag}"'} if etag else {}
         try:
             resp = self._client.get_object(
-                Bucket=self._bucket, Key=full, Range=f"bytes={offset}-{offset + length - 1}"
+                Bucket=self._bucket,
+                Key=full,
+                Range=f"bytes={offset}-{offset + length - 1}",
+                **condition,
             )
         except ClientError as err:
             if _is_range_error(err):

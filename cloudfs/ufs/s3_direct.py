@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 # Statuses after which the same request may well succeed through botocore
 # (a missing key, a range past the end, a busy or failing server): fall back
 # for this request only. Any other non-2xx turns the direct path off.
-_TRANSIENT = frozenset({404, 408, 416, 429, 500, 502, 503, 504})
+# Answers botocore handles (retries, errors) without the direct path being wrong for
+# the endpoint: 412 is a conditional GET's If-Match that failed (ObjectChanged).
+_TRANSIENT = frozenset({404, 408, 412, 416, 429, 500, 502, 503, 504})
 
 
 class Body(NamedTuple):
@@ -100,11 +102,14 @@ class DirectGet:
             return None
         return cls(http, urlunsplit((scheme, netloc, path[:-1], "", "")), credentials, region)
 
-    def get(self, full_key: str, offset: int, length: int) -> Body | None:
-        """``length`` bytes at ``offset`` of ``full_key``, or None: ask botocore instead."""
+    def get(
+        self, full_key: str, offset: int, length: int, if_match: str | None = None
+    ) -> Body | None:
+        """``length`` bytes at ``offset`` of ``full_key`` (of ETag ``if_match`` only, if
+        given), or None: ask botocore instead."""
         if not self.enabled:
             return None
-        body = self._send(full_key, offset, length)
+        body = self._send(full_key, offset, length, if_match)
         with self._lock:
             if body is None:
                 self.fell_back += 1
@@ -112,11 +117,12 @@ class DirectGet:
                 self.served += 1
         return body
 
-    def _send(self, full_key: str, offset: int, length: int) -> Body | None:
+    def _send(self, full_key: str, offset: int, length: int, if_match: str | None) -> Body | None:
+        headers = {"Range": f"bytes={offset}-{offset + length - 1}"}
+        if if_match:
+            headers["If-Match"] = f'"{if_match}"'
         request = AWSRequest(
-            method="GET",
-            url=self._base + quote(full_key, safe="/~"),
-            headers={"Range": f"bytes={offset}-{offset + length - 1}"},
+            method="GET", url=self._base + quote(full_key, safe="/~"), headers=headers
         )
         frozen = self._credentials.get_frozen_credentials()
         S3SigV4Auth(frozen, "s3", self._region).add_auth(request)

@@ -28,6 +28,7 @@ from cloudfs.errors import (
     FsError,
     InvalidArgument,
     NotFound,
+    ObjectChanged,
     RemoteIOError,
     UfsAccessDenied,
 )
@@ -93,6 +94,8 @@ def _translate_client_error(err: ClientError, key: str) -> FsError:
         return NotFound(f"{_what(key)}: no such object")
     if code in _DENIED_CODES or status == 403:
         return UfsAccessDenied(f"{_what(key)}: access denied by S3 ({code}): check credentials")
+    if code == "PreconditionFailed" or status == 412:  # a conditional GET's If-Match
+        return ObjectChanged(f"{_what(key)}: the object is not the version asked for")
     if code in _INVALID_CODES or status == 416:
         return InvalidArgument(f"{_what(key)}: S3 rejected the request ({code}: {message})")
     return RemoteIOError(f"{_what(key)}: S3 error {code} (HTTP {status}): {message}")
@@ -108,7 +111,8 @@ def translate(err: BaseException, key: str = "") -> FsError:
 
     Returns:
         ``NotFound`` (NoSuchKey, NoSuchBucket, 404), ``UfsAccessDenied``
-        (AccessDenied, bad key or signature, 403), ``InvalidArgument`` (bad range
+        (AccessDenied, bad key or signature, 403), ``ObjectChanged`` (an If-Match
+        that failed, 412), ``InvalidArgument`` (bad range
         or name) or ``RemoteIOError`` (timeouts, refused connections, 5xx,
         anything else). The result's ``__cause__`` is ``err``, so a caller that
         writes ``raise translate(e, key)`` without ``from`` keeps the chain.

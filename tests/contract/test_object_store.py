@@ -29,6 +29,7 @@ from cloudfs.errors import (
     NotADirectory,
     NotEmpty,
     NotFound,
+    ObjectChanged,
     RemoteIOError,
     UfsAccessDenied,
 )
@@ -166,6 +167,22 @@ def test_get_range(store: ObjectStore) -> None:
     assert store.get_range("r.bin", 3, 0) == b""
     with pytest.raises(NotFound):
         store.get_range("nope", 0, 10)
+
+
+def test_get_range_of_one_version(store: ObjectStore) -> None:
+    old = os.urandom(1000)
+    etag = store.put_bytes("v.bin", old).etag
+    assert store.get_range("v.bin", 10, 20, etag) == old[10:30]
+    assert store.get_range("v.bin", 0, 2000, etag) == old
+    new = os.urandom(1000)  # the same size: only the version tells them apart
+    store.put_bytes("v.bin", new)
+    with pytest.raises(ObjectChanged) as caught:
+        store.get_range("v.bin", 10, 20, etag)
+    assert caught.value.errno == errno.ESTALE
+    assert store.get_range("v.bin", 10, 20, store.head("v.bin").etag) == new[10:30]
+    assert store.get_range("v.bin", 10, 20) == new[10:30]  # no etag: whatever is there
+    with pytest.raises(NotFound):
+        store.get_range("nope", 0, 10, etag)
 
 
 def test_get_range_of_empty_object(store: ObjectStore) -> None:

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 from cloudfs.errors import NotFound
 from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.interface import check_version
 from cloudfs.ufs.s3 import validate_s3_key
 
 
@@ -99,10 +100,10 @@ class MemoryObjectStore:
         with self._lock:
             return self._info(key)
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         self._enter("get_range")
         with self._lock:
-            self._info(key)
+            check_version(key, self._info(key).etag, etag)
             return self._objects[key][0][offset : offset + length]
 
     def get_stream(self, key: str, offset: int) -> BinaryIO:

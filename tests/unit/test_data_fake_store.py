@@ -73,7 +73,7 @@ class FakeStore:
         data = self._data(key)
         return ObjectInfo(key=key, size=len(data), mtime_ns=0, etag=self.etag(key))
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         self._enter("get_range")
         with self._lock:
             self.ranges.append((key, offset, length))
