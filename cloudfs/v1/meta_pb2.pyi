@@ -321,3 +321,31 @@ class VolumeList(_message.Message):
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ...) -> None: ...
+
+class GroupMemberRequest(_message.Message):
+    __slots__ = ("group", "address", "ttl_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    address: str
+    ttl_ms: int
+    def __init__(self, group: _Optional[str] = ..., address: _Optional[str] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
+class JoinGroupReply(_message.Message):
+    __slots__ = ("expires_ns",)
+    EXPIRES_NS_FIELD_NUMBER: _ClassVar[int]
+    expires_ns: int
+    def __init__(self, expires_ns: _Optional[int] = ...) -> None: ...
+
+class GroupRef(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class GroupMembers(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, members: _Optional[_Iterable[str]] = ...) -> None: ...

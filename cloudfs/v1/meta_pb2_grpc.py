@@ -1424,3 +1424,164 @@ class VolumeService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CacheGroupServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.JoinGroup = channel.unary_unary(
+                '/cloudfs.v1.CacheGroupService/JoinGroup',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.JoinGroupReply.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/cloudfs.v1.CacheGroupService/LeaveGroup',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
+                _registered_method=True)
+        self.ListGroup = channel.unary_unary(
+                '/cloudfs.v1.CacheGroupService/ListGroup',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.GroupRef.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.GroupMembers.FromString,
+                _registered_method=True)
+
+
+class CacheGroupServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def JoinGroup(self, request, context):
+        """join or renew; idempotent
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """not an error if not a member
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroup(self, request, context):
+        """an unknown group has no members
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CacheGroupServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.JoinGroupReply.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.Empty.SerializeToString,
+            ),
+            'ListGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroup,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.GroupRef.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.GroupMembers.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'cloudfs.v1.CacheGroupService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('cloudfs.v1.CacheGroupService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CacheGroupService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.CacheGroupService/JoinGroup',
+            cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.JoinGroupReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.CacheGroupService/LeaveGroup',
+            cloudfs_dot_v1_dot_meta__pb2.GroupMemberRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.CacheGroupService/ListGroup',
+            cloudfs_dot_v1_dot_meta__pb2.GroupRef.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.GroupMembers.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

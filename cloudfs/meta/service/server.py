@@ -1,4 +1,4 @@
-"""The tree service: MetaService and VolumeService over gRPC (proto/cloudfs/v1/meta.proto).
+"""The tree service: Meta-, Volume- and CacheGroupService over gRPC (proto/cloudfs/v1/meta.proto).
 
 Every MetaService call names its volume; the call runs the volume's tree
 operations (``Volumes.tree``) in the server's thread pool. The handlers are
@@ -6,7 +6,9 @@ built from one table (RPC -> request type, how to call the Meta protocol, how
 to wrap the result) rather than written out one by one: each RPC is exactly
 one Meta call. An ``FsError`` becomes the matching gRPC status with the errno
 in the trailing metadata (``convert.py``); anything else is logged with its
-traceback and answered INTERNAL/EIO.
+traceback and answered INTERNAL/EIO. CacheGroupService keeps the members of
+cache groups (``groups.py``) in the same engine; the janitor that ends
+expired sessions also removes expired members.
 
 With a token, every call must carry ``authorization: Bearer <token>``
 (UNAUTHENTICATED otherwise); without one the server listens as given, so
@@ -31,6 +33,7 @@ from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import InodeId
 from cloudfs.v1 import meta_pb2 as pb
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 
 META_SERVICE = "cloudfs.v1.MetaService"
 VOLUME_SERVICE = "cloudfs.v1.VolumeService"
+GROUP_SERVICE = "cloudfs.v1.CacheGroupService"
 
 Call = Callable[[EmbeddedMeta, Any], Any]
 SessionCall = Callable[[EmbeddedMeta, Any, str], Any]  # also given the caller's session
@@ -183,6 +187,11 @@ def _deleted(volumes: Volumes, name: str) -> pb.Empty:
     return pb.Empty()
 
 
+def _left(groups: CacheGroups, request: pb.GroupMemberRequest) -> pb.Empty:
+    groups.leave(request.group, request.address)
+    return pb.Empty()
+
+
 def _sessionless(call: Call) -> SessionCall:
     return lambda meta, request, session: call(meta, request)
 
@@ -195,16 +204,25 @@ class TreeServer:
     """A gRPC server for ``volumes``; ``start()`` binds ``address``, ``stop()`` ends it."""
 
     def __init__(
-        self, volumes: Volumes, address: str, *, token: str | None = None, threads: int = 256
+        self,
+        volumes: Volumes,
+        address: str,
+        *,
+        token: str | None = None,
+        threads: int = 256,
+        groups: CacheGroups | None = None,
     ) -> None:
-        """``threads``: calls at once, including one long-lived Watch per mount."""
+        """``threads``: calls at once, including one long-lived Watch per mount;
+        ``groups``: the cache groups (default: in the volumes' engine)."""
         self._volumes = volumes
+        self._groups = groups or CacheGroups(volumes.engine)
         self._token = token
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
         self._server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(META_SERVICE, self._meta_handlers()),
                 grpc.method_handlers_generic_handler(VOLUME_SERVICE, self._volume_handlers()),
+                grpc.method_handlers_generic_handler(GROUP_SERVICE, self._group_handlers()),
             )
         )
         self._stopping = threading.Event()
@@ -238,6 +256,8 @@ class TreeServer:
             try:
                 if ended := self.expire_sessions():
                     log.info("ended %d expired sessions", ended)
+                if gone := self._groups.expire():
+                    log.info("removed %d expired cache group members", gone)
             except Exception:
                 log.exception("session janitor failed; trying again later")
 
@@ -310,6 +330,21 @@ class TreeServer:
             ),
             "DeleteVolume": (pb.VolumeRef, lambda r: _deleted(v, r.volume)),
         }  # fmt: skip
+        return {
+            name: self._unary(name, _ignoring_context(fn), request_type)
+            for name, (request_type, fn) in table.items()
+        }
+
+    def _group_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        g = self._groups
+        table: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+            "JoinGroup": (
+                pb.GroupMemberRequest,
+                lambda r: pb.JoinGroupReply(expires_ns=g.join(r.group, r.address, r.ttl_ms)),
+            ),
+            "LeaveGroup": (pb.GroupMemberRequest, lambda r: _left(g, r)),
+            "ListGroup": (pb.GroupRef, lambda r: pb.GroupMembers(members=g.members(r.group))),
+        }
         return {
             name: self._unary(name, _ignoring_context(fn), request_type)
             for name, (request_type, fn) in table.items()

@@ -86,6 +86,11 @@ class Volumes:
             self._pump = ChangePump(engine, TREE_PREFIX, self._tree_feeds.get, self._every_feed)
             self._pump.start()
 
+    @property
+    def engine(self) -> KVEngine:
+        """The shared engine (cache groups live in it too: ``groups.py``)."""
+        return self._engine
+
     def create(self, spec: VolumeSpec) -> VolumeSpec:
         validate_volume_name(spec.name)
         self._open_store(spec.ufs_uri)  # a bad URI fails here, not at first mount
