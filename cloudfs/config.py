@@ -42,6 +42,10 @@ class CacheConfig:
     order_parallel: int = 32
     # A cache group (cloudfs/peers): HOST:PORT of each member, asked before the UFS.
     peers: tuple[str, ...] = ()
+    # Or a named group whose members the tree service lists (grpc:// mounts only).
+    group: str | None = None
+    # HOST:PORT where this mount serves its own tiers to the group (None: it does not).
+    group_serve: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

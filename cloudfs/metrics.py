@@ -171,6 +171,17 @@ class Metrics:
         self.worker_bytes = Counter(
             "cloudfs_worker_bytes", "Block bytes a cache worker served", ["source"], registry=r
         )
+        self.peer_group_size = Gauge(
+            "cloudfs_peer_group_size",
+            "Members of the cache group as this mount sees it now (its ring)",
+            registry=r,
+        )
+        self.peer_group_lookups = Counter(
+            "cloudfs_peer_group_lookups",
+            "Cache-group membership asked of the tree service, by result (ok, error)",
+            ["result"],
+            registry=r,
+        )
 
     def _job_metrics(self, r: CollectorRegistry) -> None:
         """Per announced job and rank (``cloudfs.epoch``); a job's series go when it ends."""

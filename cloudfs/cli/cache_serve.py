@@ -3,11 +3,19 @@
     cloudfs cache serve --listen 10.0.0.7:7080 --cache-dir /var/cache/cloudfs-worker \\
         --cache-size 500G --token-file /etc/cloudfs/cache-token
 
-Mounts started with ``--cache-peers`` ask each block they miss of its owner in
-the group; the worker answers from its memory and disk tiers or fetches the
-block from the object store once, for every caller. It serves any store it is
-asked for, opened with its own endpoint and credentials (the environment, as
-for ``cloudfs mount``; ``--s3-endpoint`` overrides): anyone with the token can
+With ``--group NAME --meta grpc://HOST:PORT`` the worker joins the cache group
+NAME kept by that tree service, as ``--advertise`` (default: ``--listen``, which
+must then name an address other nodes can reach), renewing every few seconds
+(``--heartbeat``) and leaving on SIGTERM; a worker killed outright is no longer
+listed about three heartbeats later. If the tree service is away the worker
+keeps serving and keeps trying.
+
+Mounts started with ``--cache-group NAME`` or ``--cache-peers`` ask each block
+they miss of its owner in the group; the worker answers from its memory and
+disk tiers or fetches the block from the object store once, for every caller.
+It serves any store it is asked for, opened with its own endpoint and
+credentials (the environment, as for ``cloudfs mount``; ``--s3-endpoint``
+overrides): anyone with the token can
 read what those credentials can. ``file://`` stores only with
 ``--allow-file-stores``. Stays in the foreground; SIGTERM or SIGINT stops it
 after the calls in flight. Only a worker listening on loopback may run
@@ -21,6 +29,7 @@ import logging
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from cloudfs.cache.admission import POLICIES, make_admission
@@ -29,10 +38,18 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import is_loopback, read_token
-from cloudfs.cli.sizes import parse_size
+from cloudfs.cli.sizes import parse_seconds, parse_size
 from cloudfs.config import MiB, S3Config
-from cloudfs.errors import StartupError, UsageError
+from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.meta.remote import parse_tree_address
+from cloudfs.meta.service.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
+from cloudfs.peers.membership import (
+    HEARTBEAT_SECONDS,
+    TTL_HEARTBEATS,
+    GroupClient,
+    GroupHeartbeat,
+)
 from cloudfs.peers.stores import StoreCache
 from cloudfs.peers.worker import BlockWorker
 
@@ -68,6 +85,22 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also serve file:// stores (directories of this host, e.g. a shared NAS mount)",
     )
+    p.add_argument("--group", metavar="NAME", help="join this cache group (needs --meta)")
+    p.add_argument(
+        "--meta", metavar="grpc://HOST:PORT", help="the tree service that keeps the group"
+    )
+    p.add_argument("--meta-token-file", help="the tree service's token (or $CLOUDFS_META_TOKEN)")
+    p.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        help="the address mounts dial, as listed in the group (default: --listen)",
+    )
+    p.add_argument(
+        "--heartbeat",
+        default=str(HEARTBEAT_SECONDS),
+        help=f"seconds between renewals; listed for {TTL_HEARTBEATS} of them "
+        f"({HEARTBEAT_SECONDS:g})",
+    )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)
@@ -92,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
     if not args.threads.isdigit() or int(args.threads) < 1:
         raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
+    joining = _joining(args)
     check_can_listen(host, port)
     cache_dir = os.path.abspath(args.cache_dir)
     lock = checks.lock_cache_dir(cache_dir)  # two workers must not share one index
@@ -131,9 +165,71 @@ def run(args: argparse.Namespace) -> int:
         server.port, cache_dir, " (token required)" if token else "",
     )  # fmt: skip
     print(f"listening on {host}:{server.port}", flush=True)
+    heartbeat = (
+        _heartbeat(joining, joining.advertise or f"{host}:{server.port}") if joining else None
+    )
     try:
         stopping.wait()
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()  # leave first: mounts stop asking before we stop answering
         server.stop()
         lock.close()
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Joining:
+    """``--group``: which group, through which tree service, as which address."""
+
+    group: str
+    meta: str  # HOST:PORT of the tree service
+    token: str | None
+    advertise: str | None  # None: --listen, with the port actually bound
+    interval: float
+
+
+def _joining(args: argparse.Namespace) -> Joining | None:
+    """``--group`` and its companions, checked (``UsageError``); None without ``--group``."""
+    if args.group is None:
+        if args.meta or args.advertise:
+            raise UsageError("--meta and --advertise go with --group")
+        return None
+    if not args.meta:
+        raise UsageError("--group needs --meta grpc://HOST:PORT (the tree service)")
+    try:
+        validate_group_name(args.group)
+        advertise = args.advertise or args.listen
+        host, port = parse_host_port(advertise, "--advertise")
+        if args.advertise:
+            validate_member_address(f"{host}:{port}")
+        else:
+            validate_member_address(f"{host}:{port or 1}")  # :0 becomes the bound port
+    except FsError as e:
+        raise UsageError(
+            f"{e}; give --advertise HOST:PORT when --listen names every interface"
+            if not args.advertise
+            else str(e)
+        ) from None
+    interval = parse_seconds(str(args.heartbeat))
+    if interval <= 0:
+        raise UsageError("--heartbeat wants a positive number of seconds")
+    return Joining(
+        group=args.group,
+        meta=parse_tree_address(args.meta, "--meta"),
+        token=read_token(args.meta_token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
+        advertise=f"{host}:{port}" if args.advertise else None,
+        interval=interval,
+    )
+
+
+def _heartbeat(joining: Joining, address: str) -> GroupHeartbeat:
+    heartbeat = GroupHeartbeat(
+        GroupClient(joining.meta, token=joining.token),
+        joining.group,
+        address,
+        interval=joining.interval,
+    )
+    heartbeat.start()
+    log.info("joining cache group %s at %s as %s", joining.group, joining.meta, address)
+    return heartbeat

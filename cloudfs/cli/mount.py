@@ -10,12 +10,13 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES
 from cloudfs.cli import checks, mount_options, runtime
 from cloudfs.cli.daemon import run_detached
-from cloudfs.cli.endpoints import parse_members
-from cloudfs.cli.meta_serve import read_token
+from cloudfs.cli.endpoints import parse_host_port, parse_members
+from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
-from cloudfs.errors import UsageError
-from cloudfs.meta.remote import is_tree_uri, parse_tree_uri
+from cloudfs.errors import FsError, UsageError
+from cloudfs.meta.remote import TreeUri, is_tree_uri, parse_tree_uri
+from cloudfs.meta.service.groups import validate_group_name, validate_member_address
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
 
 
@@ -92,6 +93,10 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     )
     block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
     peers = parse_members(args.cache_peers, "--cache-peers") if args.cache_peers else ()
+    group, group_serve = _group_options(args, tree)
+    peer_token = read_token(args.cache_token_file) or os.environ.get("CLOUDFS_CACHE_TOKEN") or None
+    if group_serve and peer_token is None and not is_loopback(group_serve):
+        raise UsageError("--cache-group-serve beyond loopback needs --cache-token-file")
     return MountConfig(
         ufs_uri=args.ufs_uri,
         mountpoint=mountpoint,
@@ -109,6 +114,8 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             order_window_bytes=order_bytes,
             order_parallel=order_parallel,
             peers=peers,
+            group=group,
+            group_serve=group_serve,
         ),
         s3=s3,
         store_id=volume_id,
@@ -126,10 +133,39 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         metrics_address=args.metrics,
         write=write,
         tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
-        peer_token=read_token(args.cache_token_file)
-        or os.environ.get("CLOUDFS_CACHE_TOKEN")
-        or None,
+        peer_token=peer_token,
     )
+
+
+def _group_options(args: argparse.Namespace, tree: TreeUri | None) -> tuple[str | None, str | None]:
+    """``--cache-group`` and ``--cache-group-serve``, checked: (group, served HOST:PORT)."""
+    group: str | None = args.cache_group or None
+    serve: str | None = args.cache_group_serve or None
+    if group is not None:
+        if args.cache_peers:
+            raise UsageError("give --cache-group or --cache-peers, not both")
+        if tree is None:
+            raise UsageError(
+                "--cache-group needs a grpc://HOST:PORT/VOLUME mount (the tree service lists "
+                "the group); name the members with --cache-peers otherwise"
+            )
+        try:
+            validate_group_name(group)
+        except FsError as e:
+            raise UsageError(f"--cache-group: {e}") from None
+    if serve is not None:
+        if group is None and not args.cache_peers:
+            raise UsageError("--cache-group-serve needs --cache-group or --cache-peers")
+        host, port = parse_host_port(serve, "--cache-group-serve")
+        serve = f"{host}:{port}"
+        try:
+            validate_member_address(serve)
+        except FsError:
+            raise UsageError(
+                f"--cache-group-serve {serve}: name an address the other nodes can reach "
+                "(not 0.0.0.0 or [::]) and a port (not 0); the mount listens there"
+            ) from None
+    return group, serve
 
 
 def run(args: argparse.Namespace) -> int:

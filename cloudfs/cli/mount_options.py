@@ -58,6 +58,8 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "token_file": ("token_file", True),
     "cache_peers": ("cache_peers", True),
     "cache_token_file": ("cache_token_file", True),
+    "cache_group": ("cache_group", True),
+    "cache_group_serve": ("cache_group_serve", True),
     "staging_size": ("staging_size", True),
     "staging_wait": ("staging_wait", True),
 }
@@ -163,6 +165,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help="a cache group: ask each block's owner among these cache workers (cloudfs cache "
         "serve) before the UFS; the same list, spelt alike, on every mount (-o cache_peers=A+B)",
+    )
+    p.add_argument(
+        "--cache-group",
+        metavar="NAME",
+        help="grpc:// mounts: a cache group whose members (cache workers, serving mounts) "
+        "the tree service lists, looked up again every few seconds; ask each block's owner "
+        "among them before the UFS (-o cache_group=NAME)",
+    )
+    p.add_argument(
+        "--cache-group-serve",
+        metavar="HOST:PORT",
+        help="serve this mount's own memory and disk cache (its own volume only) to the "
+        "group on HOST:PORT, an address the other nodes can reach, and join --cache-group "
+        "as that member; off for short-lived pods (-o cache_group_serve=HOST:PORT)",
     )
     p.add_argument(
         "--cache-token-file",

@@ -14,6 +14,7 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.cli.endpoints import serve_metrics
+from cloudfs.cli.group_wiring import mount_group
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control import paths
@@ -36,7 +37,6 @@ from cloudfs.meta.embedded import open_embedded
 from cloudfs.meta.interface import Meta
 from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.metrics import Metrics
-from cloudfs.peers.client import PeerGroup
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs
@@ -83,7 +83,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     ledger = PrefetchLedger(metrics)
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
     disk = _disk_tier(config, metrics)
-    peers = _peer_group(config, data_uri, metrics)
+    group = mount_group(config, data_uri, store, (memory, disk), metrics)
+    peers = group.peers
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger, peers=peers,
@@ -137,8 +138,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         session.start(ops, config.mountpoint, options)
     except BaseException:
         meta.close()
-        if peers is not None:
-            peers.close()
+        group.close()
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
@@ -184,13 +184,13 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     def serve() -> int:
         try:
             invalidator.start()
+            group.start()
             signalled = trio.run(session.serve, start_background, before_stop)
             session.stop(unmount=signalled)
         finally:
             invalidator.stop()  # before meta.close(), which ends its stream
+            group.close()  # leaves the group before the tree session ends
             meta.close()
-            if peers is not None:
-                peers.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)
             log.info("unmounted %s", config.mountpoint)
@@ -240,14 +240,6 @@ def _facts(config: MountConfig, open_path: str) -> dict[str, object]:
         "cache_policy": config.cache.policy,
         "write_mode": config.write.mode,
     }
-
-
-def _peer_group(config: MountConfig, data_uri: str, metrics: Metrics) -> PeerGroup | None:
-    """The cache group of ``--cache-peers``, for blocks of the store at ``data_uri``."""
-    if not config.cache.peers:
-        return None
-    log.info("cache group: %s", ", ".join(config.cache.peers))
-    return PeerGroup(config.cache.peers, data_uri, metrics, token=config.peer_token)
 
 
 def _volume_ufs(tree: TreeUri, token: str | None) -> str:

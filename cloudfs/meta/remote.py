@@ -48,6 +48,19 @@ def parse_tree_uri(uri: str) -> TreeUri:
     return TreeUri(f"{host}:{parts.port}", volume)
 
 
+def parse_tree_address(uri: str, what: str) -> str:
+    """``grpc://HOST:PORT`` (a tree service, no volume) -> ``HOST:PORT``; ``what``: the flag."""
+    parts = urlsplit(uri)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme.lower() != SCHEME or not parts.hostname or not port or parts.path.strip("/"):
+        raise UsageError(f"{what} wants grpc://HOST:PORT, not {uri!r}")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port}"
+
+
 class VolumeClient:
     """``cloudfs volume ...`` and mounts: the VolumeService of one tree server."""
 

@@ -20,6 +20,14 @@ block from the UFS itself: a peer can make a read faster, never make it fail.
 * ``fill`` (warm-up through the group) asks each owner to hold its blocks,
   fetching them once if it must, and sends no bytes back.
 
+Membership can change while reads run (``update``: a ``--cache-group``
+listed by the tree service): channels of new members are opened, those of
+gone members closed, and each block's owner is taken from the ring current
+when its call is sent. An empty group is no error: every block goes to the
+UFS. A mount that serves its own cache to the group (``self_address``)
+never asks itself: for a block it owns, the UFS is asked directly and its
+own loader caches the block, which is what a peer asking it would get.
+
 Metrics per member: ``cloudfs_peer_requests_total{member,result}`` (hit,
 miss, error), ``cloudfs_peer_bytes_total``, ``cloudfs_peer_request_seconds``,
 ``cloudfs_peer_backoffs_total``.
@@ -28,9 +36,11 @@ miss, error), ``cloudfs_peer_bytes_total``, ``cloudfs_peer_request_seconds``,
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -66,6 +76,14 @@ _SOURCES = {pb.BLOCK_SOURCE_MEMORY: "memory", pb.BLOCK_SOURCE_DISK: "disk"}
 Pending = tuple[str, Any, float] | None  # (member, the call's future, when it was sent)
 
 
+@dataclass(frozen=True, slots=True)
+class _Membership:
+    """One version of the group: swapped whole, so a sender sees one or the other."""
+
+    ring: Ring | None  # None: no members
+    calls: dict[str, Any]  # member -> its GetBlock callable
+
+
 class PeerGroup:
     def __init__(
         self,
@@ -76,30 +94,57 @@ class PeerGroup:
         token: str | None = None,
         deadline: float = DEADLINE_SECONDS,
         health: MemberHealth | None = None,
+        self_address: str | None = None,
     ) -> None:
-        """``store_uri``: the mount's UFS (what workers open); ``members``: HOST:PORT each."""
-        self._ring = Ring(members)
+        """``store_uri``: the mount's UFS (what workers open); ``members``: HOST:PORT each
+        (may be empty; see ``update``); ``self_address``: this mount's own HOST:PORT
+        when it is a member too (never asked)."""
         self._store_uri = parse_uri(store_uri).normalized
         self._metrics = metrics
         self._deadline = deadline
         self._health = health or MemberHealth(probe_window=deadline + 1.0)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._channels = {
-            m: grpc.insecure_channel(m, options=_CHANNEL_OPTIONS) for m in self.members
-        }
+        self._self = self_address
+        self._lock = threading.Lock()  # one update at a time
+        self._channels: dict[str, grpc.Channel] = {}
+        self._membership = _Membership(None, {})
         metrics.peer_members_view = self._members_up
-        self._calls = {
-            m: channel.unary_unary(
-                wire.METHOD,
-                request_serializer=pb.GetBlockRequest.SerializeToString,
-                response_deserializer=pb.GetBlockReply.FromString,
-            )
-            for m, channel in self._channels.items()
-        }
+        self.update(members)
 
     @property
     def members(self) -> tuple[str, ...]:
-        return self._ring.members
+        ring = self._membership.ring
+        return ring.members if ring is not None else ()
+
+    def update(self, members: Iterable[str]) -> bool:
+        """Make ``members`` the group (thread-safe); returns whether it changed.
+
+        New members get a channel and a clean health record (a worker that
+        restarted is asked at once); gone members' channels are closed, and a
+        call still in flight on one fails and is fetched from the UFS.
+        """
+        names = tuple(sorted({m.strip() for m in members if m.strip()}))
+        with self._lock:
+            if names == self.members:
+                return False
+            for m in names:
+                if m not in self._channels:
+                    self._channels[m] = grpc.insecure_channel(m, options=_CHANNEL_OPTIONS)
+                    self._health.succeeded(m)
+            gone = [self._channels.pop(m) for m in list(self._channels) if m not in names]
+            calls = {
+                m: self._channels[m].unary_unary(
+                    wire.METHOD,
+                    request_serializer=pb.GetBlockRequest.SerializeToString,
+                    response_deserializer=pb.GetBlockReply.FromString,
+                )
+                for m in names
+            }
+            self._membership = _Membership(Ring(names) if names else None, calls)
+            self._metrics.peer_group_size.set(len(names))  # who: cloudfs_peer_member_up
+        for channel in gone:
+            channel.close()
+        return True
 
     def fetch(self, asks: Sequence[BlockAsk]) -> list[bytes | None]:
         """Each block from its owner, or ``None`` (fetch it yourself); blocking, bounded."""
@@ -123,13 +168,20 @@ class PeerGroup:
         return [(m, m not in failing) for m in self.members]
 
     def close(self) -> None:
-        for channel in self._channels.values():
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+            self._membership = _Membership(None, {})
+        for channel in channels:
             channel.close()
 
     def _send(self, ask: BlockAsk, *, fill_only: bool = False) -> Pending:
-        member = next((m for m in self._ring.ranked(ask.cache_key) if self._health.usable(m)), None)
-        if member is None:
-            return None  # every member is left out: the UFS it is
+        membership = self._membership  # the group as it is now, for this block
+        if membership.ring is None:
+            return None  # nobody in the group: the UFS it is
+        ranked = membership.ring.ranked(ask.cache_key)
+        member = next((m for m in ranked if self._health.usable(m)), None)
+        if member is None or member == self._self:
+            return None  # every member is left out, or the block is ours: the UFS it is
         request = pb.GetBlockRequest(
             store_uri=self._store_uri,
             key=ask.object_key,
@@ -141,7 +193,9 @@ class PeerGroup:
         )
         deadline = FILL_DEADLINE_SECONDS if fill_only else self._deadline
         try:
-            future = self._calls[member].future(request, timeout=deadline, metadata=self._metadata)
+            future = membership.calls[member].future(
+                request, timeout=deadline, metadata=self._metadata
+            )
         except Exception as exc:  # a closed channel: never the reader's problem
             log.warning("cache peer %s: cannot send: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()

@@ -1,4 +1,6 @@
-"""StoreCache: the object stores a cache worker has opened, one per store URI.
+"""Where a ``BlockWorker`` finds the store a GetBlock names (``StoreSource``).
+
+``StoreCache``: the object stores a cache worker has opened, one per store URI.
 
 A worker serves every volume it is asked for: each GetBlock names its store
 by URI (``s3://bucket/prefix``, as the mount opened it), and the worker opens
@@ -11,6 +13,12 @@ worker's endpoint: what a mount with the same settings salts its keys with.
 anyone holding the token could otherwise read any directory the worker can.
 At most ``MAX_STORES`` stay open (least recently used go), so callers naming
 ever new URIs cannot grow the worker without bound. Thread-safe.
+
+``SingleStore``: a mount serving its own cache (``--cache-group-serve``) has
+one store open, its volume's, and serves that one only: its tiers hold no
+other store's blocks, and it must not become a reader of whatever its
+credentials can reach. Its blocks are salted as the mount salts them, so
+what the mount's own reads cached is what peers get.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from cloudfs.config import S3Config
 from cloudfs.errors import AccessDenied, InvalidArgument, StartupError, UsageError
@@ -34,6 +43,31 @@ MAX_STORES = 256
 class OpenStore:
     store: ObjectStore
     salt: str  # block keys of this store: block_key(salt, ...)
+
+
+class StoreSource(Protocol):
+    def get(self, uri: str) -> OpenStore:
+        """The store of ``uri``: ``InvalidArgument`` for a URI that names no store,
+        ``AccessDenied`` for one this process does not serve."""
+        ...
+
+
+class SingleStore:
+    """One store, already open (a serving mount's own); any other URI is refused."""
+
+    def __init__(self, uri: str, store: ObjectStore, salt: str) -> None:
+        """``salt``: what the mount salts its block keys with (``MountConfig.store_id``)."""
+        self._uri = parse_uri(uri).normalized
+        self._opened = OpenStore(store, salt)
+
+    def get(self, uri: str) -> OpenStore:
+        try:
+            normalized = parse_uri(uri).normalized
+        except UsageError as e:
+            raise InvalidArgument(str(e)) from None
+        if normalized != self._uri:
+            raise AccessDenied(f"{uri}: this mount serves blocks of {self._uri} only")
+        return self._opened
 
 
 class StoreCache:

@@ -30,7 +30,7 @@ from cloudfs.data.blocks import ObjectRef, block_count, block_key, block_length
 from cloudfs.errors import InvalidArgument, ObjectChanged
 from cloudfs.metrics import Metrics
 from cloudfs.peers.flights import ThreadFlights
-from cloudfs.peers.stores import OpenStore, StoreCache
+from cloudfs.peers.stores import OpenStore, StoreSource
 from cloudfs.peers.wire import MAX_BLOCK_BYTES
 from cloudfs.ufs.interface import ObjectStore
 
@@ -51,7 +51,7 @@ class BlockRequest:
 
 class BlockWorker:
     def __init__(
-        self, stores: StoreCache, memory: BlockTier, disk: BlockTier, metrics: Metrics
+        self, stores: StoreSource, memory: BlockTier, disk: BlockTier, metrics: Metrics
     ) -> None:
         self._stores = stores
         self._memory = memory

@@ -1,0 +1,183 @@
+"""Cache-group membership through the tree service (CacheGroupService of meta.proto).
+
+* ``GroupClient``: the three calls (join/renew, leave, list), each bounded
+  by a deadline, failures as ``FsError`` (``meta.client.rpc_error``).
+* ``GroupHeartbeat``: a member (``cloudfs cache serve --group``, a mount with
+  ``--cache-group-serve``) joins every ``interval`` seconds with a TTL of
+  ``TTL_HEARTBEATS`` intervals, so one lost heartbeat does not drop it, and
+  leaves when stopped (SIGTERM), so mounts stop asking it at their next
+  listing rather than after the TTL.
+* ``GroupWatcher``: a mount lists the group every ``interval`` seconds and
+  hands each new membership to ``PeerGroup.update``.
+
+Why threads rather than the mount's trio loop: the worker has no loop, the
+calls are blocking gRPC ones, and a thread per loop keeps both users alike.
+Both loops outlive a tree service that is away: each call has a deadline,
+a failure is logged once per change of state (not once per try), the
+heartbeat keeps trying, and the watcher keeps the last membership it saw
+(a worker that died meanwhile is left out by ``MemberHealth`` after one
+failed call).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from cloudfs.errors import FsError
+from cloudfs.meta.client import open_channel, rpc_error
+from cloudfs.v1 import meta_pb2 as pb
+from cloudfs.v1 import meta_pb2_grpc as rpc
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT = 3.0  # seconds per call; a heartbeat must not wait past its TTL
+HEARTBEAT_SECONDS = 3.0
+TTL_HEARTBEATS = 3  # a member is listed until 3 heartbeats were missed
+REFRESH_SECONDS = 2.0  # how often a mount lists its group
+
+
+class GroupClient:
+    """The CacheGroupService of one tree server."""
+
+    def __init__(
+        self, address: str, *, token: str | None = None, timeout: float = CALL_TIMEOUT
+    ) -> None:
+        self._channel = open_channel(address)
+        self._stub: Any = rpc.CacheGroupServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+
+    def _call(self, name: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, name)(
+                request, timeout=self._timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, name, self._timeout) from None
+
+    def join(self, group: str, address: str, ttl: float) -> int:
+        """Join or renew for ``ttl`` seconds; returns the expiry (ns, the server's clock)."""
+        request = pb.GroupMemberRequest(group=group, address=address, ttl_ms=round(ttl * 1000))
+        expires: int = self._call("JoinGroup", request).expires_ns
+        return expires
+
+    def leave(self, group: str, address: str) -> None:
+        self._call("LeaveGroup", pb.GroupMemberRequest(group=group, address=address))
+
+    def members(self, group: str) -> tuple[str, ...]:
+        return tuple(self._call("ListGroup", pb.GroupRef(group=group)).members)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class _Loop:
+    """Run ``step`` now and every ``interval`` seconds in a daemon thread until stopped;
+    log its failures once per change of state."""
+
+    def __init__(self, name: str, interval: float, what: str) -> None:
+        self._interval = interval
+        self._what = what
+        self._stopping = threading.Event()
+        self._failing = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=CALL_TIMEOUT * 2)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.tick()
+            self._stopping.wait(self._interval)
+
+    def tick(self) -> bool:
+        """One step; whether it worked (failures are logged, never raised)."""
+        try:
+            self.step()
+        except FsError as exc:
+            if not self._failing:
+                log.warning("%s failed, trying every %g s: %s", self._what, self._interval, exc)
+            self._failing = True
+            return False
+        except Exception:
+            log.exception("%s failed; trying again in %g s", self._what, self._interval)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("%s works again", self._what)
+        self._failing = False
+        return True
+
+
+class GroupHeartbeat(_Loop):
+    """Keep ``address`` listed in ``group`` while running; leave on ``stop``."""
+
+    def __init__(
+        self,
+        client: GroupClient,
+        group: str,
+        address: str,
+        *,
+        interval: float = HEARTBEAT_SECONDS,
+    ) -> None:
+        super().__init__("group-heartbeat", interval, f"joining cache group {group} as {address}")
+        self._client = client
+        self._group = group
+        self._address = address
+        self._ttl = interval * TTL_HEARTBEATS
+
+    def step(self) -> None:
+        self._client.join(self._group, self._address, self._ttl)
+
+    def stop(self) -> None:
+        """Stop renewing and leave the group (bounded: one call's deadline)."""
+        super().stop()
+        try:
+            self._client.leave(self._group, self._address)
+        except FsError as exc:  # the TTL ends it anyway
+            log.warning("leaving cache group %s: %s", self._group, exc)
+
+
+class GroupWatcher(_Loop):
+    """Hand the live members of ``group`` to ``apply`` whenever they change."""
+
+    def __init__(
+        self,
+        client: GroupClient,
+        group: str,
+        apply: Callable[[tuple[str, ...]], bool],
+        *,
+        interval: float = REFRESH_SECONDS,
+        on_result: Callable[[bool], None] | None = None,
+    ) -> None:
+        """``apply``: ``PeerGroup.update`` (returns whether it changed);
+        ``on_result``: told whether each listing worked (a metric)."""
+        super().__init__("group-watcher", interval, f"listing cache group {group}")
+        self._client = client
+        self._group = group
+        self._apply = apply
+        self._on_result = on_result
+
+    def step(self) -> None:
+        members = self._client.members(self._group)
+        if self._apply(members):
+            log.info("cache group %s: %s", self._group, ", ".join(members) or "no members")
+
+    def tick(self) -> bool:
+        worked = super().tick()
+        if self._on_result is not None:
+            self._on_result(worked)
+        return worked
