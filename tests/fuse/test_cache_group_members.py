@@ -69,7 +69,7 @@ class World:
 def world(s3_server: S3Server) -> Iterator[World]:
     _require_fuse()
     bucket = f"members-{os.getpid()}-{random.randrange(1 << 30)}"
-    s3_server.client().create_bucket(Bucket=bucket)
+    s3_server.client().create_bucket(Bucket=bucket)  # type: ignore[no-untyped-call]
     with running_tree_server(env=s3_server.env()) as tree:
         backing = Backing(uri=tree.new_volume(f"s3://{bucket}"), s3=s3_server, bucket=bucket)
         with ThreadPoolExecutor(8) as pool:
