@@ -212,8 +212,8 @@ def _joining(args: argparse.Namespace) -> Joining | None:
             else str(e)
         ) from None
     interval = parse_seconds(str(args.heartbeat))
-    if interval <= 0:
-        raise UsageError("--heartbeat wants a positive number of seconds")
+    if not 0.5 <= interval <= 100:  # the TTL, 3 of them, must be 1.5 s..300 s
+        raise UsageError("--heartbeat wants 0.5 to 100 seconds")
     return Joining(
         group=args.group,
         meta=parse_tree_address(args.meta, "--meta"),

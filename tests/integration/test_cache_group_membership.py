@@ -164,6 +164,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
             ["--group", "g", "--meta", "grpc://127.0.0.1:1", "--advertise", "[::]:7080"],
             "bad cache group member",
         ),
+        (
+            ["--group", "g", "--meta", "grpc://127.0.0.1:1", "--heartbeat", "0.1"],
+            "--heartbeat wants",
+        ),
     ],
 )
 def test_cache_serve_bad_group_flags_are_one_line(
