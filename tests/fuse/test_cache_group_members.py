@@ -3,7 +3,8 @@
 ``--cache-group`` follow it; mounts with ``--cache-group-serve`` serve each other.
 
 What the object store sent is counted at the proxy in front of moto; the
-ring as the mount sees it comes from its ``cloudfs_peer_group_member`` gauge.
+ring as the mount sees it comes from its ``cloudfs_peer_member_up`` gauge (one per member,
+in use or left out).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def ring_of(port: int) -> tuple[str, ...]:
             s.labels["member"]
             for family in text_string_to_metric_families(text)
             for s in family.samples
-            if s.name == "cloudfs_peer_group_member" and s.value == 1
+            if s.name == "cloudfs_peer_member_up"
         )
     )
 

@@ -39,8 +39,8 @@ def test_update_swaps_members_and_their_gauges() -> None:
         assert sample(metrics, "cloudfs_peer_group_size") == 2
         assert group.update(["a:1"])
         assert list(group.members) == ["a:1"]
-        assert sample(metrics, "cloudfs_peer_group_member", member="a:1") == 1
-        assert sample(metrics, "cloudfs_peer_group_member", member="b:1") is None
+        assert sample(metrics, "cloudfs_peer_member_up", member="a:1") == 1
+        assert sample(metrics, "cloudfs_peer_member_up", member="b:1") is None
         assert group.update([])
         assert group.fetch([ASK]) == [None]
     finally:
