@@ -168,9 +168,9 @@ class PeerGroup:
         return [(m, m not in failing) for m in self.members]
 
     def close(self) -> None:
+        """Close every channel; ``members`` and ``view`` still say what the group was."""
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
-            self._membership = _Membership(None, {})
         for channel in channels:
             channel.close()
 
