@@ -94,7 +94,7 @@ class ControllerService:
             volume=csi.Volume(
                 volume_id=volume_id,
                 capacity_bytes=capacity,
-                volume_context={CONTEXT_URI: volume_id},
+                volume_context={CONTEXT_URI: volume_id, **p.context()},
             )
         )
 

@@ -37,6 +37,8 @@ class FuseSpec:
     options: tuple[str, ...] = ()  # `cloudfs mount -o` items
     read_only: bool = False
     token_file: str | None = None
+    cache_group: tuple[str, ...] = ()  # --cache-group NAME or --cache-peers A,B
+    cache_token_file: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # secret: never logged
 
     @property
@@ -95,6 +97,9 @@ class FuseLauncher:
             cmd.append("--read-only")
         if spec.token_file:
             cmd += ["--token-file", spec.token_file]
+        cmd += spec.cache_group
+        if spec.cache_token_file:
+            cmd += ["--cache-token-file", spec.cache_token_file]
         if spec.options:
             cmd += ["-o", ",".join(spec.options)]
         try:

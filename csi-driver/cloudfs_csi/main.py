@@ -57,6 +57,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-volumes", type=int, default=0, help="volumes per node (0: no limit)")
     p.add_argument("--cloudfs-command", default=None,
                    help="how to run the cloudfs CLI (default: this Python's cloudfs)")  # fmt: skip
+    p.add_argument("--cache-token-file", default=None,
+                   help="node: the cache-group token for volumes with a cache group whose "
+                   "node-stage secret has no cacheToken (a path the mount processes can "
+                   "read: the mounter's, with --mounter-socket)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     args = p.parse_args(argv)
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             launcher=FuseLauncher(runner),
             cache_root=args.cache_root,
             max_volumes=args.max_volumes,
+            cache_token_file=args.cache_token_file,
         )
         health = HealthLoop(node.staged, node.locked, node.repair, args.health_interval)
     try:

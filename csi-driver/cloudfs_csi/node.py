@@ -17,8 +17,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from cloudfs_csi import cache_group
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
-from cloudfs_csi.errors import AlreadyExists, FailedPrecondition, Internal, NotFound
+from cloudfs_csi.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+)
 from cloudfs_csi.fuse_process import FuseLauncher
 from cloudfs_csi.mounts import Health, MountTable
 from cloudfs_csi.recovery import Repairer
@@ -31,7 +38,7 @@ from cloudfs_csi.validation import (
     require_id,
     require_path,
 )
-from cloudfs_csi.volumes import check_exists, split_secrets, volume_uri
+from cloudfs_csi.volumes import cache_token, check_exists, split_secrets, volume_uri
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +55,18 @@ class NodeService:
         launcher: FuseLauncher,
         cache_root: str,
         max_volumes: int = 0,
+        cache_token_file: str | None = None,
     ) -> None:
+        """``cache_token_file``: the cache-group token as the mount processes see it (the
+        mounter's path), for volumes with a group whose node-stage secret has no cacheToken."""
         self._node_id = node_id
         self._store = store
         self._table = table
         self._launcher = launcher
         self._cache_root = cache_root
         self._max_volumes = max_volumes
-        self._repairer = Repairer(table, launcher, store)
+        self._repairer = Repairer(table, launcher, store, cache_token_file)
+        self._has_node_cache_token = cache_token_file is not None
         self._volumes: dict[str, StagedVolume] = {v.volume_id: v for v in store.load_all()}
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
@@ -119,7 +130,18 @@ class NodeService:
                 return csi.NodeStageVolumeResponse()
             context = dict(req.volume_context)
             uri = volume_uri(req.volume_id, context)
+            options = mount_options(flags)
+            group = cache_group.for_volume(req.volume_id, uri, context, options)
             env, token = split_secrets(dict(req.secrets))
+            group_token = cache_token(dict(req.secrets))
+            if cache_group.uses_group(group, options) and not (
+                group_token or self._has_node_cache_token
+            ):
+                raise InvalidArgument(
+                    f"volume {req.volume_id!r} has a cache group but no cache token: put "
+                    "cacheToken in its node-stage secret, or start the node plugin with "
+                    "--cache-token-file"
+                )
             check_exists(req.volume_id, uri, token)
             volume = StagedVolume(
                 volume_id=req.volume_id,
@@ -128,12 +150,13 @@ class NodeService:
                 access_mode=cap.access_mode.mode,
                 read_only=is_read_only_mode(cap),
                 mount_flags=flags,
-                options=mount_options(flags),
+                options=options,
                 context=context,
                 cache_dir=os.path.join(self._cache_root, volume_key(req.volume_id)),
                 has_token=token is not None,
+                has_cache_token=group_token is not None,
             )
-            self._store.save_secrets(req.volume_id, env, token)
+            self._store.save_secrets(req.volume_id, env, token, group_token)
             entry = self._table.entry(staging)
             if entry is not None and entry.fs_type == "fuse.cloudfs":
                 # Mounted by an earlier driver that lost its state: adopt it.

@@ -6,22 +6,28 @@
               "false": every volume of the class is a tree over ufsUri itself
     metaTtl, uid, gid, fileMode, dirMode: the tree-service volume's listing TTL and
               the owner and modes of UFS objects that have none in the tree
+    cacheGroup, cachePeers: the volumes' cache group (``cache_group.py``), passed to
+              the nodes in the volume context
 
 Keys under ``csi.storage.k8s.io/`` (the provisioner's own) are ignored.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cloudfs.cli.sizes import parse_mode, parse_seconds
 from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.remote import parse_tree_uri
 from cloudfs.ufs.factory import validate_uri
+from cloudfs_csi import cache_group
 from cloudfs_csi.errors import InvalidArgument
 
 PROVISIONER_PREFIX = "csi.storage.k8s.io/"
-KNOWN = frozenset({"server", "ufsUri", "subPath", "metaTtl", "uid", "gid", "fileMode", "dirMode"})
+KNOWN = frozenset(
+    {"server", "ufsUri", "subPath", "metaTtl", "uid", "gid", "fileMode", "dirMode",
+     *cache_group.CONTEXT_KEYS}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,16 @@ class ProvisionParams:
     gid: int = 0
     file_mode: int = 0o644
     dir_mode: int = 0o755
+    cache: cache_group.CacheGroup = field(default_factory=cache_group.CacheGroup)
+
+    def context(self) -> dict[str, str]:
+        """What the nodes need beyond the volume's URI: its cache group."""
+        out = {}
+        if self.cache.group:
+            out[cache_group.CONTEXT_GROUP] = self.cache.group
+        if self.cache.peers:
+            out[cache_group.CONTEXT_PEERS] = ",".join(self.cache.peers)
+        return out
 
     def ufs_for(self, volume_name: str) -> str:
         return f"{self.ufs_uri.rstrip('/')}/{volume_name}" if self.sub_path else self.ufs_uri
@@ -47,6 +63,7 @@ def parse(parameters: dict[str, str]) -> ProvisionParams:
     for key in ("server", "ufsUri"):
         if not params.get(key):
             raise InvalidArgument(f"StorageClass parameter {key!r} is required")
+    cache = cache_group.from_parameters(params)
     try:
         parse_tree_uri(f"grpc://{params['server']}/probe")
         validate_uri(params["ufsUri"])
@@ -62,6 +79,7 @@ def parse(parameters: dict[str, str]) -> ProvisionParams:
             gid=int(params.get("gid", "0")),
             file_mode=parse_mode(params.get("fileMode", "0644")),
             dir_mode=parse_mode(params.get("dirMode", "0755")),
+            cache=cache,
         )
     except (UsageError, FsError, ValueError) as exc:
         raise InvalidArgument(f"bad StorageClass parameters: {exc}") from None

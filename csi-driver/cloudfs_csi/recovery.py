@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
+from cloudfs_csi import cache_group
 from cloudfs_csi.errors import CsiError
 from cloudfs_csi.fuse_process import FuseLauncher, FuseSpec
 from cloudfs_csi.mounts import Health, MountTable
@@ -29,12 +30,28 @@ log = logging.getLogger(__name__)
 class Repairer:
     """Brings one staged volume's mounts back to what its state says."""
 
-    def __init__(self, table: MountTable, launcher: FuseLauncher, store: StateStore) -> None:
+    def __init__(
+        self,
+        table: MountTable,
+        launcher: FuseLauncher,
+        store: StateStore,
+        cache_token_file: str | None = None,
+    ) -> None:
+        """``cache_token_file``: the node's cache-group token, for volumes whose secret has none."""
         self._table = table
         self._launcher = launcher
         self._store = store
+        self._cache_token_file = cache_token_file
 
     def fuse_spec(self, volume: StagedVolume) -> FuseSpec:
+        group = cache_group.from_parameters(volume.context)  # checked when it was staged
+        cache_token_file = None
+        if cache_group.uses_group(group, volume.options):
+            cache_token_file = (
+                self._store.cache_token_file(volume.volume_id)
+                if volume.has_cache_token
+                else self._cache_token_file
+            )
         return FuseSpec(
             uri=volume.uri,
             mount_point=volume.staging_path,
@@ -42,6 +59,8 @@ class Repairer:
             options=tuple(volume.options),
             read_only=volume.read_only,
             token_file=self._store.token_file(volume.volume_id) if volume.has_token else None,
+            cache_group=tuple(group.args()),
+            cache_token_file=cache_token_file,
             env=self._store.load_env(volume.volume_id),
         )
 

@@ -38,6 +38,7 @@ class StagedVolume:
     context: dict[str, str]
     cache_dir: str
     has_token: bool = False
+    has_cache_token: bool = False  # the cache group's token, from the node-stage secret
     targets: dict[str, Publication] = field(default_factory=dict)
 
     @classmethod
@@ -82,17 +83,25 @@ class StateStore:
             self._volumes / f"{key}.json",
             self._secrets / f"{key}.env.json",
             self._secrets / f"{key}.token",
+            self._secrets / f"{key}.cache-token",
         ):
             path.unlink(missing_ok=True)
 
-    def save_secrets(self, volume_id: str, env: dict[str, str], token: str | None) -> None:
+    def save_secrets(
+        self,
+        volume_id: str,
+        env: dict[str, str],
+        token: str | None,
+        cache_token: str | None = None,
+    ) -> None:
         key = volume_key(volume_id)
         _write_private(self._secrets / f"{key}.env.json", env)
-        token_path = self._secrets / f"{key}.token"
-        if token:
-            _write_private(token_path, token)
-        else:
-            token_path.unlink(missing_ok=True)
+        for suffix, value in ((".token", token), (".cache-token", cache_token)):
+            path = self._secrets / f"{key}{suffix}"
+            if value:
+                _write_private(path, value)
+            else:
+                path.unlink(missing_ok=True)
 
     def load_env(self, volume_id: str) -> dict[str, str]:
         path = self._secrets / f"{volume_key(volume_id)}.env.json"
@@ -103,7 +112,13 @@ class StateStore:
         return {str(k): str(v) for k, v in data.items()}
 
     def token_file(self, volume_id: str) -> str | None:
+        """The tree service's token of ``volume_id``, if it has one."""
         path = self._secrets / f"{volume_key(volume_id)}.token"
+        return str(path) if path.exists() else None
+
+    def cache_token_file(self, volume_id: str) -> str | None:
+        """The cache group's token of ``volume_id``, if its secret had one."""
+        path = self._secrets / f"{volume_key(volume_id)}.cache-token"
         return str(path) if path.exists() else None
 
 

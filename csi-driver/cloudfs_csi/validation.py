@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from cloudfs.cli.mount_options import IGNORED, O_OPTIONS
+from cloudfs_csi.cache_group import PENDING_O_OPTIONS, check_option
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.errors import InvalidArgument
 
@@ -27,10 +28,12 @@ SUPPORTED_MODES = frozenset(
 )
 FS_TYPES = frozenset({"", "cloudfs", "fuse.cloudfs"})
 # Mount options the driver sets itself: a StorageClass may not move the cache,
-# the log or the token, nor keep the mount process in the foreground.
+# the log or the tokens, nor keep the mount process in the foreground.
 DRIVER_OWNED_OPTIONS = frozenset(
-    {"cache_dir", "log_file", "token_file", "foreground", "debug", "staging_dir", "allow_other"}
-)
+    {"cache_dir", "log_file", "token_file", "cache_token_file", "foreground", "debug",
+     "staging_dir", "allow_other"}
+)  # fmt: skip
+KNOWN_OPTIONS = {**PENDING_O_OPTIONS, **O_OPTIONS}
 MAX_ID_BYTES = 128  # the spec's general size limit for ids
 
 
@@ -83,16 +86,17 @@ def mount_options(flags: list[str]) -> list[str]:
     out: list[str] = []
     for flag in flags:
         for item in filter(None, (part.strip() for part in flag.split(","))):
-            name, sep, _ = item.partition("=")
+            name, sep, value = item.partition("=")
             if name in IGNORED:
                 continue
             if name in DRIVER_OWNED_OPTIONS:
                 raise InvalidArgument(f"mount option {name!r} is set by the driver")
-            spec = O_OPTIONS.get(name)
+            spec = KNOWN_OPTIONS.get(name)
             if spec is None:
                 raise InvalidArgument(f"unknown mount option {name!r}")
             if spec[1] != bool(sep):
                 raise InvalidArgument(f"mount option {name!r}: bad value form")
+            check_option(name, value)
             out.append(item)
     return out
 

@@ -15,6 +15,7 @@ import re
 from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.remote import VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.ufs.factory import validate_uri
+from cloudfs_csi.cache_group import CACHE_TOKEN_KEYS
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
 
 log = logging.getLogger(__name__)
@@ -40,13 +41,25 @@ def volume_uri(volume_id: str, context: dict[str, str]) -> str:
 
 
 def split_secrets(secrets: dict[str, str]) -> tuple[dict[str, str], str | None]:
-    """(environment of the FUSE process, tree-service token) from a volume's secrets."""
+    """(environment of the FUSE process, tree-service token) from a volume's secrets.
+
+    The tokens (``token``, ``cacheToken``) are not in the environment: they
+    reach the mount as 0600 files.
+    """
     token = next((secrets[k] for k in TOKEN_KEYS if secrets.get(k)), None)
-    env = {k: v for k, v in secrets.items() if _ENV_KEY.match(k) and k not in TOKEN_KEYS}
-    ignored = sorted(set(secrets) - set(env) - set(TOKEN_KEYS))
+    tokens = set(TOKEN_KEYS) | set(CACHE_TOKEN_KEYS)
+    env = {k: v for k, v in secrets.items() if _ENV_KEY.match(k) and k not in tokens}
+    ignored = sorted(set(secrets) - set(env) - tokens)
     if ignored:
-        log.warning("ignoring secret keys %s (only token, AWS_*, HADOOP_* are used)", ignored)
+        log.warning(
+            "ignoring secret keys %s (only token, cacheToken, AWS_*, HADOOP_* are used)", ignored
+        )
     return env, token
+
+
+def cache_token(secrets: dict[str, str]) -> str | None:
+    """The cache group's token from a volume's secrets (``cacheToken``), if any."""
+    return next((secrets[k] for k in CACHE_TOKEN_KEYS if secrets.get(k)), None)
 
 
 def check_exists(volume_id: str, uri: str, token: str | None) -> None:

@@ -87,6 +87,7 @@ class Mounter:
 class Driver:
     base: Path
     mounter: Mounter | None = None
+    extra_args: list[str] = field(default_factory=list)  # after the defaults: they win
     proc: subprocess.Popen[bytes] | None = None
     channel: grpc.Channel | None = None
     log_path: Path = field(init=False)
@@ -107,6 +108,7 @@ class Driver:
         ]  # fmt: skip
         if self.mounter is not None:
             cmd += ["--mounter-socket", str(self.mounter.socket)]
+        cmd += self.extra_args
         self.proc = _spawn(cmd, self.log_path)
         self.channel = grpc.insecure_channel(f"unix://{self.socket}")
         deadline = time.monotonic() + 30

@@ -1,0 +1,130 @@
+"""A volume's cache group: which cache workers its mounts ask for blocks before the UFS.
+
+A volume names its group in its context (StorageClass parameters copied there
+by CreateVolume, or a static PV's ``volumeAttributes``):
+
+    cacheGroup   NAME: a group whose members (``cloudfs cache serve --group NAME``)
+                 register with the volume's tree service -> ``--cache-group NAME``;
+                 only for tree-service volumes (``grpc://``)
+    cachePeers   HOST:PORT,HOST:PORT...: a static list of workers -> ``--cache-peers``
+
+or in its mount options (``cache_group=NAME``, ``cache_peers=A+B``,
+``cache_group_serve=HOST:PORT``), not both. The group's token comes from the
+node-stage secret (``cacheToken``) or the node plugin's ``--cache-token-file``
+and reaches the mount as ``--cache-token-file``, never its argv or the log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cloudfs.cli.endpoints import parse_host_port, parse_members
+from cloudfs.errors import UsageError
+from cloudfs.meta.remote import is_tree_uri
+from cloudfs_csi.errors import InvalidArgument
+
+CONTEXT_GROUP = "cacheGroup"
+CONTEXT_PEERS = "cachePeers"
+CONTEXT_KEYS = (CONTEXT_GROUP, CONTEXT_PEERS)
+CACHE_TOKEN_KEYS = ("cacheToken", "CLOUDFS_CACHE_TOKEN")
+GROUP_OPTIONS = frozenset({"cache_group", "cache_peers"})
+# `cloudfs mount -o` names of the group flags that land with the tree-service
+# membership (`--cache-group`, `--cache-group-serve`); not in O_OPTIONS yet.
+PENDING_O_OPTIONS: dict[str, tuple[str, bool]] = {
+    "cache_group": ("cache_group", True),
+    "cache_group_serve": ("cache_group_serve", True),
+}
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+def validate_group(name: str, what: str = CONTEXT_GROUP) -> str:
+    """A group name: 1-63 letters, digits, ``.``, ``_``, ``-``; a letter or digit at each end."""
+    if not _GROUP_NAME.match(name):
+        raise InvalidArgument(
+            f"{what} {name!r} is not a cache group name (1-63 letters, digits, '.', '_', '-', "
+            "starting and ending with a letter or digit)"
+        )
+    return name
+
+
+def validate_peers(text: str, what: str = CONTEXT_PEERS) -> tuple[str, ...]:
+    """``HOST:PORT,HOST:PORT...`` (or joined with ``+``) as the members, each once."""
+    try:
+        return parse_members(text, what)
+    except UsageError as exc:
+        raise InvalidArgument(f"{exc} (a list HOST:PORT,HOST:PORT...)") from None
+
+
+def check_option(name: str, value: str) -> None:
+    """A group mount option's value; the message names the option, never the value."""
+    try:
+        if name == "cache_group":
+            validate_group(value)
+        elif name == "cache_peers":
+            parse_members(value, name)
+        elif name == "cache_group_serve":
+            parse_host_port(value, name)
+    except (InvalidArgument, UsageError):
+        forms = {"cache_group": "a group name", "cache_peers": "HOST:PORT[+HOST:PORT...]"}
+        raise InvalidArgument(
+            f"mount option {name!r} wants {forms.get(name, 'HOST:PORT')}"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheGroup:
+    """The group flags of a volume's ``cloudfs mount``, from its context."""
+
+    group: str | None = None
+    peers: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        if self.group:
+            return ["--cache-group", self.group]
+        if self.peers:
+            return ["--cache-peers", ",".join(self.peers)]
+        return []
+
+
+def from_parameters(params: dict[str, str]) -> CacheGroup:
+    """The group of a volume context or StorageClass parameters (its URI not checked)."""
+    group = params.get(CONTEXT_GROUP, "")
+    peers = params.get(CONTEXT_PEERS, "")
+    if group and peers:
+        raise InvalidArgument(
+            f"give {CONTEXT_GROUP} (members registered with the tree service) or "
+            f"{CONTEXT_PEERS} (a fixed list), not both"
+        )
+    return CacheGroup(
+        group=validate_group(group) if group else None,
+        peers=validate_peers(peers) if peers else (),
+    )
+
+
+def for_volume(volume_id: str, uri: str, context: dict[str, str], options: list[str]) -> CacheGroup:
+    """The group of a volume being staged, checked against its URI and mount options."""
+    group = from_parameters(context)
+    named = {item.partition("=")[0] for item in options} & (GROUP_OPTIONS | {"cache_group_serve"})
+    if (group.group or group.peers) and named & GROUP_OPTIONS:
+        raise InvalidArgument(
+            f"volume {volume_id!r}: the cache group is given both in the volume's attributes "
+            f"({', '.join(CONTEXT_KEYS)}) and in its mount options; keep one"
+        )
+    if (group.group or named & {"cache_group", "cache_group_serve"}) and not is_tree_uri(uri):
+        raise InvalidArgument(
+            f"volume {volume_id!r}: a cache group found through the tree service needs a "
+            f"tree-service volume (grpc://...), not {uri.partition('://')[0]}://; "
+            f"use {CONTEXT_PEERS} for a fixed list of workers"
+        )
+    if "cache_group_serve" in named and not (group.group or "cache_group" in named):
+        raise InvalidArgument(
+            f"volume {volume_id!r}: mount option 'cache_group_serve' needs a cache group "
+            f"({CONTEXT_GROUP} or cache_group=NAME)"
+        )
+    return group
+
+
+def uses_group(group: CacheGroup, options: list[str]) -> bool:
+    named = {item.partition("=")[0] for item in options}
+    return bool(group.group or group.peers or named & GROUP_OPTIONS)
