@@ -3,7 +3,6 @@ and says what the CSI driver needs (no attach, pod info, Bidirectional propagati
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,28 +11,8 @@ yaml = pytest.importorskip("yaml", reason="needs PyYAML (csi-driver[test])")
 kv = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate")
 
 K8S_VERSION = "1.33.0"  # the schemas kubernetes-validate bundles for this release
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-MANIFESTS = sorted([*DEPLOY.glob("csi/*.yaml"), *DEPLOY.glob("examples/*.yaml")])
 
-
-def _docs() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in MANIFESTS:
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                out.append(
-                    (f"{path.relative_to(DEPLOY)}:{doc['kind']}/{doc['metadata']['name']}", doc)
-                )
-    return out
-
-
-DOCS = _docs()
-
-
-def _one(kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [d for _, d in DOCS if d["kind"] == kind and name in (None, d["metadata"]["name"])]
-    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
-    return found[0]
+from tests.csi.manifests import DEPLOY, DOCS, one  # noqa: E402  (after the skips)
 
 
 @pytest.mark.parametrize("doc", [d for _, d in DOCS], ids=[i for i, _ in DOCS])
@@ -50,12 +29,12 @@ def test_the_driver_objects_are_all_there() -> None:
 
 
 def test_csidriver() -> None:
-    spec = _one("CSIDriver", "csi.cloudfs.io")["spec"]
+    spec = one("CSIDriver", "csi.cloudfs.io")["spec"]
     assert spec["attachRequired"] is False and spec["podInfoOnMount"] is True
 
 
 def test_node_daemonset() -> None:
-    pod = _one("DaemonSet", "cloudfs-csi-node")["spec"]["template"]["spec"]
+    pod = one("DaemonSet", "cloudfs-csi-node")["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
     assert {"cloudfs-csi", "cloudfs-mounter", "node-driver-registrar", "liveness-probe"} <= set(
         containers
@@ -78,10 +57,10 @@ def test_node_daemonset() -> None:
 
 
 def test_controller_and_storage_class() -> None:
-    pod = _one("Deployment", "cloudfs-csi-controller")["spec"]["template"]["spec"]
+    pod = one("Deployment", "cloudfs-csi-controller")["spec"]["template"]["spec"]
     images = [c["image"] for c in pod["containers"]]
     assert any("csi-provisioner" in i for i in images)
-    sc = _one("StorageClass", "cloudfs")
+    sc = one("StorageClass", "cloudfs")
     assert sc["provisioner"] == "csi.cloudfs.io"
     from cloudfs_csi import params
 
@@ -92,7 +71,7 @@ def test_controller_and_storage_class() -> None:
 
 
 def test_training_pod_sees_repaired_mounts() -> None:
-    pod = _one("Pod", "resnet50-train")["spec"]
+    pod = one("Pod", "resnet50-train")["spec"]
     mounts = pod["containers"][0]["volumeMounts"]
     assert mounts[0]["mountPropagation"] == "HostToContainer"
-    assert _one("PersistentVolumeClaim", "imagenet")["spec"]["storageClassName"] == "cloudfs"
+    assert one("PersistentVolumeClaim", "imagenet")["spec"]["storageClassName"] == "cloudfs"

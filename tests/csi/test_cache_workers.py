@@ -1,0 +1,149 @@
+"""deploy/'s cache workers: what they run parses as ``cloudfs cache serve``, and their
+Secrets, Services, ports, group and tree service line up with the rest of deploy/.
+
+(The schema check of every manifest is test_manifests.py's.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("yaml", reason="needs PyYAML (csi-driver[test])")
+
+from cloudfs.cli import cache_serve
+from cloudfs.cli.endpoints import parse_host_port
+from cloudfs.cli.sizes import parse_size
+from cloudfs_csi.cache_group import validate_group
+from tests.csi.manifests import one
+
+# `cloudfs cache serve` flags that land with the tree-service membership branch.
+PENDING = {"--group", "--meta", "--meta-token-file", "--advertise"}
+POD_IP = "10.244.3.17"
+WORKERS = [("StatefulSet", "cloudfs-cache"), ("DaemonSet", "cloudfs-cache-node")]
+
+
+def _pod(kind: str, name: str) -> dict[str, Any]:
+    return one(kind, name)["spec"]["template"]  # type: ignore[no-any-return]
+
+
+def _worker(kind: str, name: str) -> dict[str, Any]:
+    (container,) = _pod(kind, name)["spec"]["containers"]
+    return container  # type: ignore[no-any-return]
+
+
+def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The container's args, ``$(VAR)`` expanded as kubelet does, through the real parser;
+    the flags it does not know yet (PENDING) come back as a dict."""
+    assert container["command"] == ["cloudfs"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    values = {"POD_IP": POD_IP}
+    args = [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], a) for a in container["args"]]
+    parser = argparse.ArgumentParser(prog="cloudfs")
+    cache_serve.add_parser(parser.add_subparsers(dest="command"))
+    ns, unknown = parser.parse_known_args(args)
+    assert (ns.command, ns.cache_command) == ("cache", "serve")
+    pending = dict(a.removeprefix("--").partition("=")[::2] for a in unknown)
+    assert {f"--{k}" for k in pending} <= PENDING, f"unknown flags {unknown}"
+    for flag in PENDING:  # the new flags, once the parser has them
+        dest = flag.removeprefix("--").replace("-", "_")
+        if getattr(ns, dest, None) is not None:
+            pending[flag.removeprefix("--")] = getattr(ns, dest)
+    assert set(pending) == {f.removeprefix("--") for f in PENDING}, "every group flag is set"
+    return ns, pending
+
+
+def _mount_of(container: dict[str, Any], pod: dict[str, Any], path: str) -> dict[str, Any]:
+    """The pod volume mounted at the directory holding ``path``."""
+    mounts = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/"))]
+    assert len(mounts) == 1, f"{path}: {mounts}"
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    return volumes.get(mounts[0]["name"], {"claim": mounts[0]["name"]})  # type: ignore[no-any-return]
+
+
+def _port(container: dict[str, Any], port: int | str) -> int:
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    return named[port] if isinstance(port, str) else port
+
+
+@pytest.mark.parametrize(("kind", "name"), WORKERS)
+def test_worker_runs_cloudfs_cache_serve(kind: str, name: str) -> None:
+    container, pod = _worker(kind, name), _pod(kind, name)
+    ns, group = _serve_args(container)
+    parse_size(ns.cache_size), parse_size(ns.memory_cache_size)
+    _, listen = parse_host_port(ns.listen, "--listen")
+    advertise_host, advertise = parse_host_port(group["advertise"], "--advertise")
+    assert (advertise_host, advertise) == (POD_IP, listen)
+    # The probes and the Service reach the port it listens on; Prometheus the metrics one.
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert _port(container, container[probe]["tcpSocket"]["port"]) == listen
+    _, metrics = parse_host_port(ns.metrics, "--metrics")
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert int(annotations["prometheus.io/port"]) == metrics == _port(container, "metrics")
+    # The tokens are files of the right Secrets; the blocks live on the cache volume.
+    assert _mount_of(container, pod, ns.token_file)["secret"]["secretName"] == (
+        "cloudfs-cache-token"
+    )
+    assert _mount_of(container, pod, group["meta-token-file"])["secret"]["secretName"] == (
+        "cloudfs-meta-token"
+    )
+    assert ns.token_file.endswith("/token") and group["meta-token-file"].endswith("/token")
+    assert "token" in one("Secret", "cloudfs-cache-token")["stringData"]
+    cache = _mount_of(container, pod, ns.cache_dir)
+    assert "secret" not in cache
+    # S3 credentials from the volume Secret, as the mounts get them.
+    volume_secret = one("Secret", "cloudfs-volume-secret")["stringData"]
+    for e in container["env"]:
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            assert ref["name"] == "cloudfs-volume-secret" and ref["key"] in volume_secret
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= {e["name"] for e in container["env"]}
+    assert container["resources"]["limits"]["memory"]
+
+
+@pytest.mark.parametrize(("kind", "name"), WORKERS)
+def test_worker_joins_the_group_the_storage_class_names(kind: str, name: str) -> None:
+    _, group = _serve_args(_worker(kind, name))
+    sc = one("StorageClass", "cloudfs-cached")["parameters"]
+    assert group["group"] == validate_group(sc["cacheGroup"])
+    assert group["meta"] == f"grpc://{sc['server']}"  # the tree service the volumes are on
+    meta = one("Service", "cloudfs-meta")
+    host, port = parse_host_port(sc["server"], "server")
+    assert host.startswith(f"{meta['metadata']['name']}.{meta['metadata']['namespace']}.svc")
+    assert port == meta["spec"]["ports"][0]["port"]
+    assert "cacheToken" in one("Secret", "cloudfs-volume-secret")["stringData"]
+    assert sc["csi.storage.k8s.io/node-stage-secret-name"] == "cloudfs-volume-secret"
+
+
+def test_statefulset_service_and_claims() -> None:
+    sts = one("StatefulSet", "cloudfs-cache")
+    svc = one("Service", sts["spec"]["serviceName"])
+    assert svc["spec"]["clusterIP"] == "None"  # headless: a stable name per worker
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    container = _worker("StatefulSet", "cloudfs-cache")
+    ns, _ = _serve_args(container)
+    _, listen = parse_host_port(ns.listen, "--listen")
+    grpc_port = next(p for p in svc["spec"]["ports"] if p["name"] == "grpc")
+    assert _port(container, grpc_port["targetPort"]) == listen
+    # The disk tier keeps 10% of its filesystem free: --cache-size fits in 90% of the claim.
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert _mount_of(container, sts["spec"]["template"], ns.cache_dir) == {
+        "claim": claim["metadata"]["name"]
+    }
+    storage = parse_size(claim["spec"]["resources"]["requests"]["storage"].removesuffix("i"))
+    assert parse_size(ns.cache_size) <= 0.9 * storage
+
+
+def test_cache_node_daemonset_stays_on_cache_nodes() -> None:
+    pod = _pod("DaemonSet", "cloudfs-cache-node")["spec"]
+    assert pod["nodeSelector"] == {"cloudfs.io/cache-node": "true"}
+    ns, _ = _serve_args(_worker("DaemonSet", "cloudfs-cache-node"))
+    cache = _mount_of(_worker("DaemonSet", "cloudfs-cache-node"), {"spec": pod}, ns.cache_dir)
+    assert cache["hostPath"]["type"] == "DirectoryOrCreate"
