@@ -16,7 +16,7 @@ from cloudfs_csi.mounts import MountTable
 from cloudfs_csi.redact import redacted, scrub, to_log
 from cloudfs_csi.state import StagedVolume, StateStore
 from cloudfs_csi.validation import mount_options
-from cloudfs_csi.volumes import split_secrets, volume_uri
+from cloudfs_csi.volumes import cache_token, split_secrets, volume_uri
 
 
 def test_secrets_and_mount_flag_values_are_redacted() -> None:
@@ -74,6 +74,10 @@ def test_names_uris_and_secrets() -> None:
     assert volume_uri("handle", {"uri": "file:///d"}) == "file:///d"
     env, token = split_secrets({"token": "t", "AWS_ACCESS_KEY_ID": "a", "other": "x"})
     assert env == {"AWS_ACCESS_KEY_ID": "a"} and token == "t"
+    for key in ("cacheToken", "CLOUDFS_CACHE_TOKEN"):  # a file, not the environment
+        secrets = {key: "c", "AWS_ACCESS_KEY_ID": "a"}
+        assert split_secrets(secrets) == ({"AWS_ACCESS_KEY_ID": "a"}, None)
+        assert cache_token(secrets) == "c"
 
 
 def test_mount_table_reads_escaped_mount_points(tmp_path: Path) -> None:
@@ -100,12 +104,16 @@ def test_state_files_are_private(tmp_path: Path) -> None:
         mount_flags=[], options=[], context={}, cache_dir="/c", has_token=True,
     )  # fmt: skip
     store.save(vol)
-    store.save_secrets("v", {"AWS_SECRET_ACCESS_KEY": "k"}, "tok")
+    store.save_secrets("v", {"AWS_SECRET_ACCESS_KEY": "k"}, "tok", "cache-tok")
     assert store.load_all() == [vol]
     assert store.load_env("v") == {"AWS_SECRET_ACCESS_KEY": "k"}
+    cache_file = store.cache_token_file("v")
+    assert cache_file is not None and Path(cache_file).read_text() == "cache-tok"
     files = [p for p in (tmp_path / "state").rglob("*") if p.is_file()]
-    assert len(files) == 3 and all(p.stat().st_mode & 0o777 == 0o600 for p in files)
+    assert len(files) == 4 and all(p.stat().st_mode & 0o777 == 0o600 for p in files)
     assert (tmp_path / "state" / "secrets").stat().st_mode & 0o777 == 0o700
+    store.save_secrets("v", {}, "tok")  # staged again without a cache token
+    assert store.cache_token_file("v") is None
     store.delete("v")
     assert store.load_all() == [] and store.token_file("v") is None
 
