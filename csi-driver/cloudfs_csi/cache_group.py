@@ -16,12 +16,12 @@ and reaches the mount as ``--cache-token-file``, never its argv or the log.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from cloudfs.cli.endpoints import parse_host_port, parse_members
-from cloudfs.errors import UsageError
+from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.remote import is_tree_uri
+from cloudfs.meta.service.groups import validate_group_name
 from cloudfs_csi.errors import InvalidArgument
 
 CONTEXT_GROUP = "cacheGroup"
@@ -29,22 +29,14 @@ CONTEXT_PEERS = "cachePeers"
 CONTEXT_KEYS = (CONTEXT_GROUP, CONTEXT_PEERS)
 CACHE_TOKEN_KEYS = ("cacheToken", "CLOUDFS_CACHE_TOKEN")
 GROUP_OPTIONS = frozenset({"cache_group", "cache_peers"})
-# `cloudfs mount -o` names of the group flags that land with the tree-service
-# membership (`--cache-group`, `--cache-group-serve`); not in O_OPTIONS yet.
-PENDING_O_OPTIONS: dict[str, tuple[str, bool]] = {
-    "cache_group": ("cache_group", True),
-    "cache_group_serve": ("cache_group_serve", True),
-}
-_GROUP_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 
 
 def validate_group(name: str, what: str = CONTEXT_GROUP) -> str:
-    """A group name: 1-63 letters, digits, ``.``, ``_``, ``-``; a letter or digit at each end."""
-    if not _GROUP_NAME.match(name):
-        raise InvalidArgument(
-            f"{what} {name!r} is not a cache group name (1-63 letters, digits, '.', '_', '-', "
-            "starting and ending with a letter or digit)"
-        )
+    """A group name as the tree service takes it (``validate_group_name``)."""
+    try:
+        validate_group_name(name)
+    except FsError as exc:
+        raise InvalidArgument(f"{what}: {exc}") from None
     return name
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from cloudfs.cli.mount_options import IGNORED, O_OPTIONS
-from cloudfs_csi.cache_group import PENDING_O_OPTIONS, check_option
+from cloudfs_csi.cache_group import check_option
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.errors import InvalidArgument
 
@@ -33,7 +33,7 @@ DRIVER_OWNED_OPTIONS = frozenset(
     {"cache_dir", "log_file", "token_file", "cache_token_file", "foreground", "debug",
      "staging_dir", "allow_other"}
 )  # fmt: skip
-KNOWN_OPTIONS = {**PENDING_O_OPTIONS, **O_OPTIONS}
+KNOWN_OPTIONS = O_OPTIONS
 MAX_ID_BYTES = 128  # the spec's general size limit for ids
 
 

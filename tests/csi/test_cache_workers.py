@@ -20,8 +20,7 @@ from cloudfs.cli.sizes import parse_size
 from cloudfs_csi.cache_group import validate_group
 from tests.csi.manifests import one
 
-# `cloudfs cache serve` flags that land with the tree-service membership branch.
-PENDING = {"--group", "--meta", "--meta-token-file", "--advertise"}
+GROUP_FLAGS = ("group", "meta", "meta_token_file", "advertise")
 POD_IP = "10.244.3.17"
 WORKERS = [("StatefulSet", "cloudfs-cache"), ("DaemonSet", "cloudfs-cache-node")]
 
@@ -37,7 +36,7 @@ def _worker(kind: str, name: str) -> dict[str, Any]:
 
 def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str, str]]:
     """The container's args, ``$(VAR)`` expanded as kubelet does, through the real parser;
-    the flags it does not know yet (PENDING) come back as a dict."""
+    the group flags (every one of them set) also as a dict."""
     assert container["command"] == ["cloudfs"]
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
@@ -45,16 +44,11 @@ def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str
     args = [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], a) for a in container["args"]]
     parser = argparse.ArgumentParser(prog="cloudfs")
     cache_serve.add_parser(parser.add_subparsers(dest="command"))
-    ns, unknown = parser.parse_known_args(args)
+    ns = parser.parse_args(args)
     assert (ns.command, ns.cache_command) == ("cache", "serve")
-    pending = dict(a.removeprefix("--").partition("=")[::2] for a in unknown)
-    assert {f"--{k}" for k in pending} <= PENDING, f"unknown flags {unknown}"
-    for flag in PENDING:  # the new flags, once the parser has them
-        dest = flag.removeprefix("--").replace("-", "_")
-        if getattr(ns, dest, None) is not None:
-            pending[flag.removeprefix("--")] = getattr(ns, dest)
-    assert set(pending) == {f.removeprefix("--") for f in PENDING}, "every group flag is set"
-    return ns, pending
+    group = {dest.replace("_", "-"): getattr(ns, dest) for dest in GROUP_FLAGS}
+    assert all(v is not None for v in group.values()), f"every group flag is set: {group}"
+    return ns, group
 
 
 def _mount_of(container: dict[str, Any], pod: dict[str, Any], path: str) -> dict[str, Any]:
