@@ -8,6 +8,8 @@ Spec kinds:
 
 - ``read``: ``{"kind": "read", "paths": [...], "readers": N}`` — read every file to the end
   in 1 MiB requests; with N > 1, N threads take files from a shared queue.
+- ``readcrc``: the same as ``read``, and the crc32 of every file's bytes, in the order of
+  ``paths`` (``"crcs"``), so the parent can check what each mount served.
 - ``liststat``: ``{"kind": "liststat", "dirs": [...]}`` — ``os.scandir`` every directory,
   then ``os.stat`` every listed path.
 - ``scandirstat``: ``{"kind": "scandirstat", "dirs": [...]}`` — ``os.scandir`` each directory
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,6 +69,34 @@ def read_pass(paths: list[str], readers: int) -> dict[str, Any]:
         "seconds": secs,
         "mib_s": total / MiB / secs,
         "files_s": len(paths) / secs,
+    }
+
+
+def read_file_crc(path: str) -> tuple[int, int]:
+    """(bytes read, crc32 of them): ``read_file`` with a checksum (zlib drops the GIL)."""
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    total = crc = 0
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(view):
+            total += n
+            crc = zlib.crc32(view[:n], crc)
+    return total, crc
+
+
+def readcrc_pass(paths: list[str], readers: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(readers) as pool:
+        got = list(pool.map(read_file_crc, paths))
+    secs = time.perf_counter() - start
+    total = sum(n for n, _ in got)
+    return {
+        "files": len(paths),
+        "bytes": total,
+        "seconds": secs,
+        "mib_s": total / MiB / secs,
+        "files_s": len(paths) / secs,
+        "crcs": [crc for _, crc in got],
     }
 
 
@@ -110,6 +141,8 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     kind = spec["kind"]
     if kind == "read":
         return read_pass(spec["paths"], int(spec["readers"]))
+    if kind == "readcrc":
+        return readcrc_pass(spec["paths"], int(spec["readers"]))
     if kind == "liststat":
         return liststat_pass(spec["dirs"])
     if kind == "scandirstat":
