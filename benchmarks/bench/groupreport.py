@@ -17,10 +17,16 @@ KEEP = re.compile(r"<!-- HAND-WRITTEN -->.*?<!-- END HAND-WRITTEN -->\n?", re.S)
 
 
 def _values(data: dict[str, Any], case: str, phase: str, field: str) -> list[float]:
+    """``field`` of ``phase`` of ``case`` in every repeat that has it; ``origin_multiple``
+    is every response byte at the proxy (GETs, LIST pages and HEADs) over the data set."""
     out = []
     for rep in data["repeats"]:
         got = rep.get("cases", {}).get(case, {}).get("phases", {}).get(phase)
-        if got is not None:
+        if got is None:
+            continue
+        if field == "origin_multiple":
+            out.append(got["origin_all_bytes"] / got["bytes_per_mount"])
+        else:
             out.append(float(got[field]))
     return out
 
@@ -122,23 +128,30 @@ def ring_table(data: dict[str, Any]) -> list[str]:
 
 
 def projection(data: dict[str, Any]) -> list[str]:
-    """What 100 and 1,000 nodes would send to the origin, from the measured multiples."""
+    """What 100 and 1,000 nodes would send to the origin, from the measured multiples.
+
+    Alone: N times one node's multiple. Group: a straight line through the 1-node and the
+    largest group case, a + b (N - 1): a is the blocks (once for the group), b what every
+    mount still fetches itself (its listing of the bucket)."""
     nodes = data["meta"]["spec"]["nodes"]
     top = max(nodes)
     out = [
         "| nodes | phase | alone: origin sends (x data set) | group: origin sends "
-        "| 1 TiB data set, alone | 1 TiB data set, group |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| of which listings | 1 TiB data set, alone | 1 TiB data set, group |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for phase in ("large", "small"):
         alone = _med(_values(data, "1-alone", phase, "origin_multiple"))
-        group = _med(_values(data, f"{top}-group", phase, "origin_multiple"))
-        if alone is None or group is None:
+        one = _med(_values(data, "1-group", phase, "origin_multiple"))
+        many = _med(_values(data, f"{top}-group", phase, "origin_multiple"))
+        if alone is None or one is None or many is None or top < 2:
             continue
+        per_mount = (many - one) / (top - 1)
         for n in (100, 1000):
+            group = one + per_mount * (n - 1)
             out.append(
-                f"| {n:,} | {phase} | {n * alone:,.1f} | {group:.3f} "
-                f"| {n * alone:,.0f} TiB | {group:.2f} TiB |"
+                f"| {n:,} | {phase} | {n * alone:,.1f} | {group:,.3f} "
+                f"| {per_mount * (n - 1):,.3f} | {n * alone:,.0f} TiB | {group:,.2f} TiB |"
             )
     return out
 
@@ -179,9 +192,9 @@ def write(data: dict[str, Any], target: Path, json_path: Path) -> None:
         "",
         "Each case: N mounts (and, with the group, N workers), all new with empty caches; "
         "the kernel's caches dropped before each phase; all N mounts read the phase's every "
-        "file at once, each from its own place in the order. *Origin sent* = every byte of "
-        "the GET responses at the proxy (bodies, headers, LIST pages) over the phase's data "
-        "set; aggregate rate = N x the data set over the phase's wall time.",
+        "file at once, each from its own place in the order. *Origin sent* = every byte the "
+        "origin answered at the proxy (GET bodies and headers, LIST pages, HEADs) over the "
+        "phase's data set; aggregate rate = N x the data set over the phase's wall time.",
         "",
     ]
     if kept:
@@ -193,9 +206,10 @@ def write(data: dict[str, Any], target: Path, json_path: Path) -> None:
     lines += [
         "## On paper: 100 and 1,000 nodes",
         "",
-        "Alone, every node fetches the data set itself (the 1-node multiple times N); with a "
-        f"group, the origin sends what the {max(meta['spec']['nodes'])}-node group case "
-        "measured, whatever the number of nodes (each block has one owner).",
+        "Alone, every node fetches the data set itself (the 1-node multiple times N). With "
+        "a group each block leaves the origin once (one owner), but every mount still lists "
+        "the bucket itself: the group's multiple is a line through its 1-node and "
+        f"{max(meta['spec']['nodes'])}-node cases, and its growth per node is the listing.",
         "",
         *projection(data),
         "",

@@ -124,7 +124,7 @@ class PhaseResult:
     origin_get_bytes: int  # response bytes of GETs at the proxy (bodies, headers, LISTs)
     origin_all_bytes: int  # every response byte at the proxy (HEADs too)
     origin_requests: dict[str, int]
-    origin_multiple: float  # origin_get_bytes / the phase's data set
+    origin_multiple: float  # origin_all_bytes / the phase's data set
     per_mount_s: list[float]
     peer_bytes: float  # cloudfs_peer_bytes_total over the mounts
     peer_errors: float  # cloudfs_peer_requests_total{result="error"} over the mounts
@@ -246,7 +246,7 @@ class GroupCase:
             origin_get_bytes=get_bytes,
             origin_all_bytes=self.proxy.response_bytes(),
             origin_requests=dict(self.proxy.counts()),
-            origin_multiple=get_bytes / data,
+            origin_multiple=self.proxy.response_bytes() / data,
             per_mount_s=[float(o["seconds"]) for o in outs],
             peer_bytes=sum(a[0] - b[0] for a, b in zip(after, before, strict=True)),
             peer_errors=sum(a[1] - b[1] for a, b in zip(after, before, strict=True)),
