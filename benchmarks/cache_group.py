@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> Path:
     workdir.mkdir(parents=True)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    json_path = args.results_dir / f"cache-group-{stamp}{'-quick' if args.quick else ''}.json"
+    json_path: Path = args.results_dir / f"cache-group-{stamp}{'-quick' if args.quick else ''}.json"
     command = "python3 benchmarks/cache_group.py" + "".join(
         " " + shlex.quote(a) for a in sys.argv[1:]
     )

@@ -207,7 +207,7 @@ class GroupCase:
         drop_caches()
         before = [_peer_counts(m) for m in mounts]
         self.proxy.reset_counts()
-        specs = []
+        specs: list[dict[str, Any]] = []
         for n, m in enumerate(mounts):
             shift = n * len(keys) // len(mounts)
             order = keys[shift:] + keys[:shift]
