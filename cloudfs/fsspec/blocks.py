@@ -1,0 +1,91 @@
+"""BlockFetcher: byte ranges of one object version, through an in-process block cache.
+
+The mount's read path is trio (``ObjectReader``) and fsspec is synchronous, so
+this is the blocking form of the same path, built from the same pieces: blocks
+of ``block_size`` keyed by ``block_key`` (salted as a mount of the volume salts
+them, so a block means the same bytes in both), the mount's
+``MemoryBlockCache``, and ``ThreadFlights`` so that threads reading one cold
+block (pyarrow reads column chunks on a pool) share one GET. A run of
+consecutive missing blocks is one ranged GET, split into blocks afterwards.
+
+Every GET names the version (``get_range``'s ``etag``: S3's If-Match): bytes
+of another version are never cached or returned; the caller gets
+``ObjectChanged`` (ESTALE) and should look the file up again.
+
+Thread-safe; holds no thread or connection of its own (the store does), so a
+forked process builds a new one (``VolumeHandle``).
+"""
+
+from __future__ import annotations
+
+from cloudfs.cache.interface import BlockTier
+from cloudfs.data.blocks import (
+    ObjectRef,
+    block_key,
+    block_length,
+    blocks_for_range,
+    consecutive_runs,
+)
+from cloudfs.errors import ObjectChanged
+from cloudfs.peers.flights import ThreadFlights
+from cloudfs.ufs.interface import ObjectStore
+
+MAX_RUN_BLOCKS = 8  # one GET covers at most this many blocks (32 MiB of 4 MiB blocks)
+
+
+class BlockFetcher:
+    def __init__(self, store: ObjectStore, memory: BlockTier, salt: str, block_size: int) -> None:
+        self._store = store
+        self._memory = memory
+        self._salt = salt
+        self.block_size = block_size
+        self._flights: ThreadFlights[str, bytes] = ThreadFlights()
+
+    def read(self, ref: ObjectRef, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``ref`` (short at its end)."""
+        end = min(end, ref.size)
+        if end <= start:
+            return b""
+        bs = self.block_size
+        indexes = list(blocks_for_range(start, end, bs))
+        blocks: dict[int, bytes] = {}
+        missing: list[int] = []
+        for index in indexes:
+            data = self._memory.get(self._key(ref, index), block_length(index, ref.size, bs))
+            if data is None:
+                missing.append(index)
+            else:
+                blocks[index] = data
+        for run in consecutive_runs(missing, MAX_RUN_BLOCKS):
+            blocks.update(self._fetch_run(ref, run))
+        first = indexes[0] * bs
+        joined = b"".join(memoryview(blocks[i]) for i in indexes)
+        return joined[start - first : end - first]
+
+    def _key(self, ref: ObjectRef, index: int) -> str:
+        return block_key(self._salt, ref, index, self.block_size)
+
+    def _fetch_run(self, ref: ObjectRef, run: list[int]) -> dict[int, bytes]:
+        if len(run) == 1:  # the common case of small files and random reads: shared
+            index = run[0]
+            data, _ = self._flights.do(self._key(ref, index), lambda: self._get(ref, run)[index])
+            return {index: data}
+        return self._get(ref, run)
+
+    def _get(self, ref: ObjectRef, run: list[int]) -> dict[int, bytes]:
+        """One ranged GET of that version for the blocks of ``run``, each put in memory."""
+        bs = self.block_size
+        start = run[0] * bs
+        lengths = [block_length(i, ref.size, bs) for i in run]
+        total = sum(lengths)
+        data = self._store.get_range(ref.key, start, total, ref.etag)
+        if len(data) != total:  # that version, but not of the size the tree said
+            raise ObjectChanged(f"{ref.key!r}: got {len(data)} bytes at {start}, not {total}")
+        out: dict[int, bytes] = {}
+        offset = 0
+        for index, length in zip(run, lengths, strict=True):
+            block = bytes(data[offset : offset + length])
+            self._memory.put(self._key(ref, index), block)
+            out[index] = block
+            offset += length
+        return out

@@ -1,0 +1,84 @@
+"""What a ``CloudFileSystem`` is told: storage options and the environment, checked once.
+
+The tree service's address and token come from the storage options
+(``meta_server="HOST:PORT"``, ``token=...``) or, as for ``cloudfs mount
+grpc://...`` and ``cloudfs volume``, from ``$CLOUDFS_META_SERVER`` and
+``$CLOUDFS_META_TOKEN``, so a training script needs no options at all on a
+node where the mount's environment is set. Cache sizes are spelt as on the
+command line (``"256M"``) or given as integers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from cloudfs.cli.sizes import parse_size  # the command line's spelling of sizes
+from cloudfs.config import MiB, S3Config
+from cloudfs.errors import UsageError
+from cloudfs.meta.remote import TreeUri, parse_tree_uri
+from cloudfs.meta.service.volumes import validate_volume_name
+
+META_SERVER_ENV = "CLOUDFS_META_SERVER"
+META_TOKEN_ENV = "CLOUDFS_META_TOKEN"
+
+MIN_BLOCK = 64 * 1024
+MAX_BLOCK = 64 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class FsOptions:
+    meta_server: str  # HOST:PORT of the tree service
+    token: str | None
+    # Must equal the mount's --block-size for the two to share block keys (4M by default).
+    block_size: int = 4 * MiB
+    memory_bytes: int = 256 * MiB  # the in-process block cache, per process
+    s3: S3Config = S3Config()  # noqa: RUF009  # frozen: one shared default is fine
+    timeout: float = 10.0  # per tree call (listing calls get 120 s, as in a mount)
+
+    def tree(self, volume: str) -> TreeUri:
+        """The ``grpc://`` form of ``volume``: what a mount of it is named and salts its
+        block keys with (``TreeUri.cache_id``)."""
+        validate_volume_name(volume)
+        return parse_tree_uri(f"grpc://{self.meta_server}/{volume}")
+
+
+def fs_options(
+    meta_server: str | None = None,
+    token: str | None = None,
+    block_size: int | str | None = None,
+    memory_cache_size: int | str | None = None,
+    s3_endpoint: str | None = None,
+    s3_region: str | None = None,
+    timeout: float | None = None,
+) -> FsOptions:
+    """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
+    server = meta_server or os.environ.get(META_SERVER_ENV)
+    if not server:
+        raise UsageError(
+            f"cloudfs:// needs the tree service: storage option meta_server='HOST:PORT' "
+            f"or ${META_SERVER_ENV}"
+        )
+    parse_tree_uri(f"grpc://{server}/probe")  # HOST:PORT, or a UsageError saying so
+    block = _size(block_size, 4 * MiB, "block_size")
+    if not MIN_BLOCK <= block <= MAX_BLOCK:
+        raise UsageError("block_size must be between 64K and 64M (as the mount's --block-size)")
+    return FsOptions(
+        meta_server=server,
+        token=token or os.environ.get(META_TOKEN_ENV) or None,
+        block_size=block,
+        memory_bytes=_size(memory_cache_size, 256 * MiB, "memory_cache_size"),
+        s3=S3Config(endpoint_url=s3_endpoint, region=s3_region),
+        timeout=10.0 if timeout is None else float(timeout),
+    )
+
+
+def _size(value: int | str | None, default: int, what: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return value
+    try:
+        return parse_size(value)
+    except UsageError as e:
+        raise UsageError(f"{what}: {e}") from None

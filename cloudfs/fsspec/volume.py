@@ -1,0 +1,221 @@
+"""VolumeHandle: one volume of the tree service, as one process reaches it.
+
+Metadata goes through the tree client a ``grpc://`` mount uses (``GrpcMeta``),
+so names, sizes and versions are the ones every mount of the volume sees; the
+bytes go through the volume's object store, opened from the volume's record
+as a mount opens it, and through a ``BlockFetcher`` salted as that mount
+salts its block keys.
+
+Writes follow the mount's write-through (``data/commit.py``): the name is
+created in the tree (or found), the staged file is uploaded whole as the
+name's object (atomic for readers: old bytes or new ones), and only then is
+its version committed (``CommitUpload``). A reader of the tree sees an empty,
+unversioned file until then, never part of the new bytes; a failed upload of a
+new file removes the name again. Parents missing on the way are created, as an
+object store's implicit directories would be.
+
+gRPC channels and boto3 sessions do not survive ``fork``: a handle belongs to
+the process that opened it (``connections.py`` opens a new one after a fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import stat
+import time
+
+from cloudfs.cache.memory import MemoryBlockCache
+from cloudfs.data.blocks import ObjectRef
+from cloudfs.errors import (
+    AlreadyExists,
+    FsError,
+    InvalidArgument,
+    IsADirectory,
+    NotADirectory,
+    NotFound,
+)
+from cloudfs.fsspec.blocks import BlockFetcher
+from cloudfs.fsspec.options import FsOptions
+from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.remote import VolumeClient
+from cloudfs.metrics import Metrics
+from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
+from cloudfs.ufs.factory import open_store
+from cloudfs.ufs.metered import MeteredObjectStore
+
+log = logging.getLogger(__name__)
+
+FILE_MODE = stat.S_IFREG | 0o644
+DIR_MODE = stat.S_IFDIR | 0o755
+READDIR_PAGE = 1000
+
+Parts = tuple[bytes, ...]  # the path's names below the volume's root
+
+
+class VolumeHandle:
+    def __init__(self, options: FsOptions, volume: str, metrics: Metrics) -> None:
+        """Looks the volume up (``NotFound`` for an unknown one) and opens its store."""
+        tree = options.tree(volume)
+        client = VolumeClient(tree.address, token=options.token, timeout=options.timeout)
+        try:
+            spec = client.get(volume)
+        finally:
+            client.close()
+        self.name = volume
+        self.ufs_uri = spec.ufs_uri
+        self.meta = GrpcMeta(tree.address, volume, token=options.token, timeout=options.timeout)
+        self.store = MeteredObjectStore(open_store(spec.ufs_uri, options.s3), metrics)
+        memory = MemoryBlockCache(options.memory_bytes, metrics)
+        self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size)
+
+    def close(self) -> None:
+        self.meta.close()
+
+    # -- names ----------------------------------------------------------------
+
+    def resolve(self, parts: Parts) -> Attr:
+        """The attributes of the path (symlinks are not followed)."""
+        attr = self.meta.getattr(ROOT_INODE)
+        for name in parts:
+            if not attr.is_dir:
+                raise NotADirectory()
+            attr = self.meta.lookup(attr.inode, name)
+        return attr
+
+    def listdir(self, inode: InodeId) -> list[DirEntry]:
+        entries: list[DirEntry] = []
+        while True:
+            after = entries[-1].name if entries else None
+            page = self.meta.readdir(inode, after, READDIR_PAGE)
+            entries.extend(page)
+            if len(page) < READDIR_PAGE:
+                return entries
+
+    def makedirs(self, parts: Parts) -> InodeId:
+        """The directory at ``parts``, made with its missing parents (another writer
+        making one at the same time is fine)."""
+        inode = ROOT_INODE
+        for name in parts:
+            try:
+                attr = self.meta.lookup(inode, name)
+            except NotFound:
+                try:
+                    attr = self.meta.mkdir(inode, name, DIR_MODE, os.getuid(), os.getgid())
+                except AlreadyExists:
+                    attr = self.meta.lookup(inode, name)
+            if not attr.is_dir:
+                raise NotADirectory(f"{os.fsdecode(name)} is not a directory")
+            inode = attr.inode
+        return inode
+
+    def mkdir(self, parts: Parts) -> None:
+        parent = self.resolve(parts[:-1])
+        if not parent.is_dir:
+            raise NotADirectory()
+        self.meta.mkdir(parent.inode, parts[-1], DIR_MODE, os.getuid(), os.getgid())
+
+    def remove(self, parts: Parts) -> None:
+        """Unlink a file or remove an empty directory (the tree deletes the object)."""
+        parent = self.resolve(parts[:-1])
+        attr = self.meta.lookup(parent.inode, parts[-1])
+        if attr.is_dir:
+            self.meta.rmdir(parent.inode, parts[-1])
+        else:
+            self.meta.unlink(parent.inode, parts[-1])
+
+    def rename(self, src: Parts, dst: Parts) -> None:
+        """POSIX rename in the tree, which moves the objects in the UFS."""
+        if not src or not dst:
+            raise InvalidArgument("cannot move a volume's root")
+        src_parent = self.resolve(src[:-1])
+        self.meta.lookup(src_parent.inode, src[-1])  # NotFound before anything is made
+        dst_parent = self.makedirs(dst[:-1])
+        self.meta.rename(src_parent.inode, src[-1], dst_parent, dst[-1])
+
+    # -- bytes ----------------------------------------------------------------
+
+    def object_ref(self, attr: Attr) -> ObjectRef:
+        """The object version that holds a file's bytes now."""
+        if not attr.is_reg:
+            raise IsADirectory() if attr.is_dir else InvalidArgument("not a regular file")
+        if not attr.etag:
+            if attr.size:  # a mount's write-back journal holds them until the upload
+                raise FsError("the file's bytes are not uploaded yet", errno=errno.EBUSY)
+            return ObjectRef("", "", 0)
+        return ObjectRef(self.meta.object_key(attr.inode), attr.etag, attr.size)
+
+    def read(self, ref: ObjectRef, start: int, end: int) -> bytes:
+        if ref.size == 0:
+            return b""
+        return self.blocks.read(ref, start, end)
+
+    def check_target(self, parts: Parts, *, exclusive: bool) -> None:
+        """Fail now, before anything is staged, where ``commit`` would fail for the
+        name: a parent that is a file, the name a directory, or taken (``exclusive``)."""
+        if not parts:
+            raise IsADirectory()
+        attr = self.meta.getattr(ROOT_INODE)
+        for i, name in enumerate(parts):
+            if not attr.is_dir:
+                raise NotADirectory()
+            try:
+                attr = self.meta.lookup(attr.inode, name)
+            except NotFound:
+                return
+            if i == len(parts) - 1:
+                if attr.is_dir:
+                    raise IsADirectory()
+                if exclusive:
+                    raise AlreadyExists()
+
+    def commit(self, parts: Parts, staged: str, *, exclusive: bool) -> Attr:
+        """Write-through: the staged file ``staged`` becomes the file at ``parts``."""
+        parent = self.makedirs(parts[:-1])
+        name = parts[-1]
+        created = False
+        try:
+            attr = self.meta.create(parent, name, FILE_MODE, os.getuid(), os.getgid())
+            created = True
+        except AlreadyExists:
+            if exclusive:
+                raise
+            attr = self.meta.lookup(parent, name)
+            if attr.is_dir:
+                raise IsADirectory() from None
+            if not attr.is_reg:
+                raise InvalidArgument("not a regular file") from None
+        key = ""
+        try:
+            key = self.meta.object_key(attr.inode)
+            info = self.store.put_file(key, staged)
+            key = self._follow_rename(attr.inode, key)
+            size = os.path.getsize(staged)
+            return self.meta.commit_upload(attr.inode, size, time.time_ns(), info.etag)
+        except BaseException:
+            if created:
+                self._forget(parent, name, attr.inode, key)
+            raise
+
+    def _follow_rename(self, inode: InodeId, uploaded_to: str) -> str:
+        """Where the object belongs now: a rename (by a mount) during the upload moves
+        it; a file that lost its name meanwhile loses the object too (``NotFound``)."""
+        try:
+            key = self.meta.object_key(inode)
+        except NotFound:
+            self.store.delete(uploaded_to)
+            raise
+        if key != uploaded_to:
+            self.store.rename(uploaded_to, key)
+        return key
+
+    def _forget(self, parent: InodeId, name: bytes, inode: InodeId, key: str) -> None:
+        """Undo a create whose upload failed: nothing half-made stays visible."""
+        with contextlib.suppress(FsError):
+            if self.meta.lookup(parent, name).inode == inode:
+                self.meta.unlink(parent, name)
+        if key:
+            with contextlib.suppress(FsError):
+                self.store.delete(key)
