@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from fsspec.spec import AbstractFileSystem
 
-from cloudfs.errors import NotFound
+from cloudfs.errors import NotFound, UsageError
 from cloudfs.fsspec.connections import Connections
 from cloudfs.fsspec.errors import os_error, translated
 from cloudfs.fsspec.files import CloudFile
@@ -61,11 +61,13 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        with translated(PROTOCOL + "://"):
+        try:
             self.options = fs_options(
                 meta_server, token, block_size, memory_cache_size, s3_endpoint, s3_region,
                 timeout,
             )  # fmt: skip
+        except UsageError as e:  # options, not a path: what Python says of a bad argument
+            raise ValueError(str(e)) from None
         self.staging_dir = staging_dir
         self.metrics = metrics or Metrics()
         self._connections = Connections(lambda name: VolumeHandle(self.options, name, self.metrics))
