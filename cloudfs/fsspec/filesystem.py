@@ -11,8 +11,11 @@ the volumes.
 Storage options (see ``options.fs_options``): ``meta_server`` and ``token``
 (else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
 (the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
-``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``; and ``metrics``,
-a ``cloudfs.metrics.Metrics`` to count on (not part of the instance's identity).
+``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``; ``metrics``, a
+``cloudfs.metrics.Metrics`` to count on (not part of the instance's identity),
+and ``metrics_address="HOST:PORT"`` to serve them to Prometheus as a mount's
+``--metrics`` does: UFS requests and bytes (``cloudfs_ufs_*``), block-cache hits
+and misses (``cloudfs_blockcache_*{tier="memory"}``, the hit ratio).
 
 Errors reach callers as the builtin ``OSError`` subclasses of their errno
 (``errors.py``). Symbolic links are listed as ``type: "link"`` and not followed.
@@ -28,7 +31,8 @@ from typing import Any, ClassVar
 
 from fsspec.spec import AbstractFileSystem
 
-from cloudfs.errors import NotFound, UsageError
+from cloudfs.cli.endpoints import serve_metrics
+from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
 from cloudfs.fsspec.errors import os_error, translated
 from cloudfs.fsspec.files import CloudFile
@@ -58,6 +62,7 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         timeout: float | None = None,
         staging_dir: str | None = None,
         metrics: Metrics | None = None,
+        metrics_address: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -70,6 +75,11 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
             raise ValueError(str(e)) from None
         self.staging_dir = staging_dir
         self.metrics = metrics or Metrics()
+        if metrics_address:  # this process's counters; forked workers count their own
+            try:
+                serve_metrics(metrics_address, self.metrics)
+            except (UsageError, StartupError) as e:
+                raise ValueError(str(e)) from None
         self._connections = Connections(lambda name: VolumeHandle(self.options, name, self.metrics))
 
     # -- paths ----------------------------------------------------------------

@@ -210,3 +210,22 @@ def test_the_environment_names_the_server(
     with fsspec.open(f"cloudfs://{volume.name}/hello.txt", "r") as f:
         assert f.read() == "hello"
     assert volume.name in fsspec.filesystem("cloudfs").ls("", detail=False)
+
+
+def test_metrics_are_served_to_prometheus(tree: TreeServer, volume: Volume) -> None:
+    import urllib.request
+
+    from tests.support.servers import free_port
+
+    port = free_port()
+    fs = CloudFileSystem(
+        meta_server=tree.address, metrics_address=f"127.0.0.1:{port}", skip_instance_cache=True
+    )
+    fs.pipe_file(f"{volume.name}/m", b"abc")
+    fs.cat_file(f"{volume.name}/m")
+    fs.cat_file(f"{volume.name}/m")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    assert 'cloudfs_ufs_requests_total{op="get"} 1.0' in text
+    assert 'cloudfs_blockcache_hits_total{tier="memory"} 1.0' in text
+    assert 'cloudfs_blockcache_misses_total{tier="memory"} 1.0' in text
