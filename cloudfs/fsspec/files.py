@@ -9,6 +9,8 @@ and handed to ``commit`` when the file is closed, which uploads and commits
 them as the mount's write-through does; nothing reaches the tree or the store
 before that. A ``with`` block left by an exception, or ``discard()``, drops
 the staged bytes instead, so a failed writer leaves the old file (or no file).
+So does a writing file collected without ``close`` (fsspec's default would
+commit whatever was written so far).
 """
 
 from __future__ import annotations
