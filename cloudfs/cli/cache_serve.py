@@ -1,4 +1,4 @@
-"""``cloudfs cache serve``: run a cache worker, serving blocks to a cache group (gRPC).
+"""``cloudfs cache serve``: run a cache worker, serving blocks to a cache group (HTTP).
 
     cloudfs cache serve --listen 10.0.0.7:7080 --cache-dir /var/cache/cloudfs-worker \\
         --cache-size 500G --token-file /etc/cloudfs/cache-token
@@ -63,7 +63,7 @@ def add_parser(commands: Any) -> None:
     cache = commands.add_parser("cache", help="cache workers of a cache group")
     sub = cache.add_subparsers(dest="cache_command", required=True, metavar="COMMAND")
     p: argparse.ArgumentParser = sub.add_parser(
-        "serve", help="serve blocks to a cache group over gRPC", description=__doc__,
+        "serve", help="serve blocks to a cache group over HTTP", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument("--listen", default="127.0.0.1:7080", help="HOST:PORT (127.0.0.1:7080)")
@@ -107,7 +107,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudfs.peers.server import CacheServer  # grpc: after the flags are checked
+    from cloudfs.peers.server import CacheServer  # after the flags are checked
 
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,

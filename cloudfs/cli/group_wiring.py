@@ -12,7 +12,7 @@
   ``--cache-group`` it also joins the group as HOST:PORT (``GroupHeartbeat``),
   and its ``PeerGroup`` never asks itself.
 
-The tiers are safe to share with gRPC's threads: ``MemoryBlockCache`` does
+The tiers are safe to share with the HTTP server's threads: ``MemoryBlockCache`` does
 everything under one lock, and ``DiskBlockCache`` guards its index with one
 and does file I/O outside it (both say so). The worker's single flight is
 its own, so a block the mount and a peer miss at the same moment may be
@@ -39,7 +39,7 @@ from cloudfs.ufs.interface import ObjectStore
 
 log = logging.getLogger(__name__)
 
-SERVE_THREADS = 16  # GetBlock calls a mount serves at once
+SERVE_THREADS = 16  # block GETs a mount serves at once
 
 
 @dataclass

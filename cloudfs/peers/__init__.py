@@ -9,5 +9,6 @@ own cache: ``server.py`` serves ``worker.py``, which finds a block in its
 memory and disk tiers or fetches it from the object store once for all its
 callers (``flights.py``), from stores it opens per URI (``stores.py``).
 ``membership.py`` joins, leaves and lists the groups the tree service keeps.
-``wire.py`` holds what both ends agree on besides the proto.
+``wire.py`` holds what both ends of a block transfer (HTTP/1.1) agree on;
+``transport.py`` runs a mount's calls at once over keep-alive connections.
 """

@@ -1,19 +1,22 @@
 """PeerGroup: a mount's side of a cache group (the ``PeerTier`` of cloudfs/cache/interface.py).
 
 For each block the loader misses, ask the member that owns it (``Ring``,
-skipping members ``MemberHealth`` leaves out) with one GetBlock call; the
-calls of one batch run at once (gRPC futures on one channel per member, so
-one worker-thread hop of the mount covers the batch) and each has its own
-deadline. Whatever fails comes back as ``None`` and the loader fetches that
-block from the UFS itself: a peer can make a read faster, never make it fail.
+skipping members ``MemberHealth`` leaves out) with one HTTP GET (``wire.py``);
+the calls of one batch run at once (``BlockTransport``: a pool of threads,
+each with a keep-alive connection per member, so one worker-thread hop of the
+mount covers the batch) and the batch waits for each at most its deadline,
+counted from when it was sent. Whatever fails comes back as ``None`` and the
+loader fetches that block from the UFS itself: a peer can make a read faster,
+never make it fail.
 
-* A member that was not reached, did not answer in time or refused the
-  token is left out for a back-off (``health.py``); a dead worker costs one
-  failed call (immediate when its port refuses, ``deadline`` when it hangs),
-  then its blocks go to their next owner in the ring.
-* A worker's answer about one block (NOT_FOUND, FAILED_PRECONDITION for a
-  changed object, UNAVAILABLE from its object store: the status carries an
-  errno) leaves the member in use; only that block is fetched locally.
+* A member that was not reached, did not answer in time, refused the token
+  (401) or answered what a worker does not (no ``X-Cloudfs-Errno``) is left
+  out for a back-off (``health.py``); a dead worker costs one failed call
+  (immediate when its port refuses, ``deadline`` when it hangs), then its
+  blocks go to their next owner in the ring.
+* A worker's answer about one block (404, 412 for a changed object, 503 from
+  its object store: with ``X-Cloudfs-Errno``) leaves the member in use; only
+  that block is fetched locally.
 * A reply of the wrong length or whose CRC-32 does not match its bytes is
   refused (and counted as an error): a confused peer or a flipped bit on the
   way cannot hand the mount a torn block.
@@ -21,10 +24,10 @@ block from the UFS itself: a peer can make a read faster, never make it fail.
   fetching them once if it must, and sends no bytes back.
 
 Membership can change while reads run (``update``: a ``--cache-group``
-listed by the tree service): channels of new members are opened, those of
-gone members closed, and each block's owner is taken from the ring current
-when its call is sent. An empty group is no error: every block goes to the
-UFS. A mount that serves its own cache to the group (``self_address``)
+listed by the tree service): gone members' connections are closed (lazily,
+by the thread holding each), and each block's owner is taken from the ring
+current when its call is sent. An empty group is no error: every block goes
+to the UFS. A mount that serves its own cache to the group (``self_address``)
 never asks itself: for a block it owns, the UFS is asked directly and its
 own loader caches the block, which is what a peer asking it would get.
 
@@ -35,23 +38,22 @@ miss, error), ``cloudfs_peer_bytes_total``, ``cloudfs_peer_request_seconds``,
 
 from __future__ import annotations
 
+import concurrent.futures
+import http.client
 import logging
 import threading
 import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import grpc
 
 from cloudfs.cache.interface import BlockAsk
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.health import MemberHealth
 from cloudfs.peers.ring import Ring
+from cloudfs.peers.transport import BlockTransport, Reply
 from cloudfs.ufs.factory import parse_uri
-from cloudfs.v1 import cache_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -62,26 +64,18 @@ DEADLINE_SECONDS = 2.0
 # A fill makes the owner fetch the block if it must, and nobody waits on it but
 # ``cloudfs warmup``: a slow origin gets longer before the block is warmed locally.
 FILL_DEADLINE_SECONDS = 30.0
-_CHANNEL_OPTIONS = [
-    *wire.MESSAGE_OPTIONS,
-    # gRPC's reconnect back-off grows to 120 s by default: a restarted worker would be
-    # ignored that long. MemberHealth paces the calls instead.
-    ("grpc.initial_reconnect_backoff_ms", 500),
-    ("grpc.min_reconnect_backoff_ms", 500),
-    ("grpc.max_reconnect_backoff_ms", 5000),
-]
-_HITS = (pb.BLOCK_SOURCE_MEMORY, pb.BLOCK_SOURCE_DISK)
-_SOURCES = {pb.BLOCK_SOURCE_MEMORY: "memory", pb.BLOCK_SOURCE_DISK: "disk"}
-
-Pending = tuple[str, Any, float] | None  # (member, the call's future, when it was sent)
+_HITS = ("memory", "disk")
 
 
 @dataclass(frozen=True, slots=True)
-class _Membership:
-    """One version of the group: swapped whole, so a sender sees one or the other."""
+class _Sent:
+    member: str
+    future: concurrent.futures.Future[Reply]
+    started: float
+    deadline: float
 
-    ring: Ring | None  # None: no members
-    calls: dict[str, Any]  # member -> its GetBlock callable
+
+Pending = _Sent | None
 
 
 class PeerGroup:
@@ -103,47 +97,39 @@ class PeerGroup:
         self._metrics = metrics
         self._deadline = deadline
         self._health = health or MemberHealth(probe_window=deadline + 1.0)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._self = self_address
         self._lock = threading.Lock()  # one update at a time
-        self._channels: dict[str, grpc.Channel] = {}
-        self._membership = _Membership(None, {})
+        self._transport = BlockTransport()
+        self._ring: Ring | None = None  # swapped whole: a sender sees one group or the other
         metrics.peer_members_view = self._members_up
         self.update(members)
 
     @property
     def members(self) -> tuple[str, ...]:
-        ring = self._membership.ring
+        ring = self._ring
         return ring.members if ring is not None else ()
 
     def update(self, members: Iterable[str]) -> bool:
         """Make ``members`` the group (thread-safe); returns whether it changed.
 
-        New members get a channel and a clean health record (a worker that
-        restarted is asked at once); gone members' channels are closed, and a
-        call still in flight on one fails and is fetched from the UFS.
+        New members get a clean health record (a worker that restarted is asked
+        at once); gone members' connections are closed by the threads holding
+        them, and a call still in flight to one finishes or fails on its own.
         """
         names = tuple(sorted({m.strip() for m in members if m.strip()}))
         with self._lock:
-            if names == self.members:
+            before = self.members
+            if names == before:
                 return False
             for m in names:
-                if m not in self._channels:
-                    self._channels[m] = grpc.insecure_channel(m, options=_CHANNEL_OPTIONS)
+                if m not in before:
                     self._health.succeeded(m)
-            gone = [self._channels.pop(m) for m in list(self._channels) if m not in names]
-            calls = {
-                m: self._channels[m].unary_unary(
-                    wire.METHOD,
-                    request_serializer=pb.GetBlockRequest.SerializeToString,
-                    response_deserializer=pb.GetBlockReply.FromString,
-                )
-                for m in names
-            }
-            self._membership = _Membership(Ring(names) if names else None, calls)
+            for m in before:
+                if m not in names:
+                    self._transport.forget(m)
+            self._ring = Ring(names) if names else None
             self._metrics.peer_group_size.set(len(names))  # who: cloudfs_peer_member_up
-        for channel in gone:
-            channel.close()
         return True
 
     def fetch(self, asks: Sequence[BlockAsk]) -> list[bytes | None]:
@@ -168,50 +154,44 @@ class PeerGroup:
         return [(m, m not in failing) for m in self.members]
 
     def close(self) -> None:
-        """Close every channel; ``members`` and ``view`` still say what the group was."""
-        with self._lock:
-            channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
-            channel.close()
+        """Close every connection; ``members`` and ``view`` still say what the group was."""
+        self._transport.close()
 
     def _send(self, ask: BlockAsk, *, fill_only: bool = False) -> Pending:
-        membership = self._membership  # the group as it is now, for this block
-        if membership.ring is None:
+        ring = self._ring  # the group as it is now, for this block
+        if ring is None:
             return None  # nobody in the group: the UFS it is
-        ranked = membership.ring.ranked(ask.cache_key)
-        member = next((m for m in ranked if self._health.usable(m)), None)
+        member = next((m for m in ring.ranked(ask.cache_key) if self._health.usable(m)), None)
         if member is None or member == self._self:
             return None  # every member is left out, or the block is ours: the UFS it is
-        request = pb.GetBlockRequest(
+        query = wire.Query(
             store_uri=self._store_uri,
             key=ask.object_key,
             etag=ask.etag,
             object_size=ask.object_size,
             block_size=ask.block_size,
             index=ask.index,
-            fill_only=fill_only,
+            fill=fill_only,
         )
         deadline = FILL_DEADLINE_SECONDS if fill_only else self._deadline
         try:
-            future = membership.calls[member].future(
-                request, timeout=deadline, metadata=self._metadata
-            )
-        except Exception as exc:  # a closed channel: never the reader's problem
+            future = self._transport.submit(member, query.target(), self._headers, deadline)
+        except Exception as exc:  # a closed group: never the reader's problem
             log.warning("cache peer %s: cannot send: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()
             return None
-        return member, future, time.monotonic()
+        return _Sent(member, future, time.monotonic(), deadline)
 
     def _receive(self, ask: BlockAsk, sent: Pending) -> bytes | None:
         got = self._reply(ask, sent)
         if got is None:
             return None
         member, reply = got
-        data: bytes = reply.data
-        if len(data) != ask.length or zlib.crc32(data) != reply.crc32:
+        data = reply.data
+        if len(data) != ask.length or reply.crc32 is None or zlib.crc32(data) != reply.crc32:
             log.warning(
                 "cache peer %s sent %d bytes for block %d of %r (%d wanted) with a CRC-32 of "
-                "%08x (%08x sent): ignored",
+                "%08x (%s sent): ignored",
                 member, len(data), ask.index, ask.object_key, ask.length,
                 zlib.crc32(data), reply.crc32,
             )  # fmt: skip
@@ -227,38 +207,41 @@ class PeerGroup:
             return None
         member, reply = got
         self._metrics.peer_requests.labels(member, "hit" if reply.source in _HITS else "miss").inc()
-        return _SOURCES.get(reply.source, "origin")
+        return reply.source if reply.source in _HITS else "origin"
 
-    def _reply(self, ask: BlockAsk, sent: Pending) -> tuple[str, pb.GetBlockReply] | None:
-        """The member's answer to ``sent``, or None (counted, and the member's health kept)."""
+    def _reply(self, ask: BlockAsk, sent: Pending) -> tuple[str, Reply] | None:
+        """The member's 200 to ``sent``, or None (counted, and the member's health kept)."""
         if sent is None:
             return None
-        member, future, started = sent
+        member = sent.member
+        left = sent.started + sent.deadline - time.monotonic()
         try:
-            reply = future.result()  # bounded by the call's deadline
-        except grpc.RpcError as exc:
-            self._failed(member, ask, exc)
+            reply = sent.future.result(timeout=max(0.0, left))
+        except (concurrent.futures.TimeoutError, OSError, http.client.HTTPException) as exc:
+            sent.future.cancel()  # if it has not started yet: it never will
+            self._failed(member, ask, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
             return None
-        except Exception as exc:  # a cancelled future, a bug in a stub: fetch it ourselves
+        except Exception as exc:  # a cancelled future, a bug: fetch it ourselves
             log.warning("cache peer %s: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()
             return None
-        self._metrics.peer_latency.labels(member).observe(time.monotonic() - started)
+        if reply.status != 200:
+            if reply.errno is not None:  # the worker answered, about this block only
+                self._metrics.peer_requests.labels(member, "error").inc()
+                log.debug("cache peer %s: block %d of %r: %d %s", member, ask.index,
+                          ask.object_key, reply.status, reply.reason)  # fmt: skip
+                return None
+            self._failed(member, ask, f"HTTP {reply.status}: {reply.reason}")
+            return None
+        self._metrics.peer_latency.labels(member).observe(time.monotonic() - sent.started)
         self._health.succeeded(member)
         return member, reply
 
-    def _failed(self, member: str, ask: BlockAsk, exc: grpc.RpcError) -> None:
+    def _failed(self, member: str, ask: BlockAsk, why: str) -> None:
+        """The member is not one to ask for now: left out for a back-off."""
         self._metrics.peer_requests.labels(member, "error").inc()
-        code = exc.code()
-        details = exc.details() or ""
-        trailing = dict(exc.trailing_metadata() or ())
-        if wire.ERRNO_KEY in trailing:  # the worker answered, about this block only
-            log.debug("cache peer %s: block %d of %r: %s %s", member, ask.index, ask.object_key,
-                      code.name, details)  # fmt: skip
-            return
         backoff = self._health.failed(member)
         self._metrics.peer_backoffs.labels(member).inc()
         log.warning(
-            "cache peer %s failed (%s: %s); reading its blocks elsewhere for %g s",
-            member, code.name if code is not None else "?", details, backoff,
-        )  # fmt: skip
+            "cache peer %s failed (%s); reading its blocks elsewhere for %g s", member, why, backoff
+        )

@@ -1,6 +1,6 @@
 """ThreadFlights: concurrent callers of one key share one fetch (threads).
 
-The cache worker answers each GetBlock in a thread of gRPC's pool, so the
+The cache worker answers each block GET in a thread of its HTTP server, so the
 mounts asking for one cold block at once arrive on different threads; the
 first runs the fetch (one GET to the object store), the others wait for it
 and get the same bytes or the same error. ``cloudfs.cache.singleflight`` is

@@ -1,48 +1,92 @@
-"""CacheServer: a ``BlockWorker`` as the BlockCache gRPC service (proto/cloudfs/v1/cache.proto).
+"""CacheServer: a ``BlockWorker`` served over plain HTTP/1.1 (the wire of ``wire.py``).
 
-Each call runs in the server's thread pool. An ``FsError`` from the worker
-becomes its status (``wire.status_of``: NOT_FOUND, FAILED_PRECONDITION for a
-changed object, INVALID_ARGUMENT, PERMISSION_DENIED, UNAVAILABLE for the
-object store's failures) with the errno in the trailing metadata, which tells
-the caller the worker is alive and the trouble is this block's; anything
-else is logged with its traceback and answered UNAVAILABLE with EIO.
-Every reply carries the CRC-32 of its bytes; a ``fill_only`` call (warm-up
-through the group) gets no bytes, only where the block was.
+One thread per connection (``ThreadingHTTPServer``), keep-alive, TCP_NODELAY;
+an idle connection is closed after ``IDLE_SECONDS`` so a mount that went away
+pins no thread. ``threads`` bounds the blocks served at once (a semaphore
+around the worker call and the reply, which may wait for an object-store
+GET), not the connections: a mount keeps one connection per thread of its
+pool, most of them idle between batches, and an idle one must not hold up
+another mount's call until its deadline.
 
-With a token, every call must carry ``authorization: Bearer <token>``
-(UNAUTHENTICATED otherwise, without an errno: the caller stops asking this
-worker for a while, as it would a dead one).
+An ``FsError`` from the worker becomes its status (``wire.status_of``) with the
+errno in ``X-Cloudfs-Errno``, which tells the caller the worker is alive and the
+trouble is this block's; anything else is logged with its traceback and
+answered 503 with EIO. Every 200 carries the CRC-32 of its bytes; a ``fill=1``
+call (warm-up through the group) gets no bytes, only where the block was.
+
+With a token, every call must carry ``Authorization: Bearer <token>`` (401
+otherwise, without an errno: the caller stops asking this worker for a while,
+as it would a dead one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hmac
 import logging
+import socket
+import socketserver
+import threading
+import time
 import zlib
-from concurrent import futures
-from typing import NoReturn
-
-import grpc
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
 
 from cloudfs.errors import FsError
 from cloudfs.meta.service.convert import printable
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.worker import BlockRequest, BlockWorker
-from cloudfs.v1 import cache_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-SOURCES = {
-    "memory": pb.BLOCK_SOURCE_MEMORY,
-    "disk": pb.BLOCK_SOURCE_DISK,
-    "origin": pb.BLOCK_SOURCE_ORIGIN,
-}
+IDLE_SECONDS = 60.0  # an idle keep-alive connection is closed after this
+
+
+class _Listener(ThreadingHTTPServer):
+    """The socket and its connection threads; knows the open connections so that
+    ``stop`` can end keep-alive ones too (``shutdown`` only stops accepting)."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], family: socket.AddressFamily) -> None:
+        self.address_family = family
+        self.open: set[socket.socket] = set()
+        self.open_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer's would look the host up in DNS (getfqdn): not needed, maybe slow.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self.open_lock:
+            self.open.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.open_lock:
+                self.open.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s ended", client_address, exc_info=True)
+
+    def drop_connections(self) -> None:
+        with self.open_lock:
+            sockets = list(self.open)
+        for s in sockets:
+            with contextlib.suppress(OSError):  # wakes the thread blocked reading it
+                s.shutdown(socket.SHUT_RDWR)
 
 
 class CacheServer:
-    """A gRPC server for ``worker``; ``start()`` serves ``address``, ``stop()`` ends it."""
+    """An HTTP server for ``worker``; ``start()`` serves ``address``, ``stop()`` ends it."""
 
     def __init__(
         self,
@@ -52,70 +96,162 @@ class CacheServer:
         *,
         token: str | None = None,
         threads: int = 64,
+        idle_seconds: float = IDLE_SECONDS,
     ) -> None:
-        """``threads``: calls served at once (each may wait for an object-store GET)."""
+        """``address``: HOST:PORT ([v6]:PORT; port 0 picks one, see ``port``);
+        ``threads``: blocks served at once; ``idle_seconds``: how long a keep-alive
+        connection may wait for its next request. ``OSError`` (EADDRINUSE...) if it
+        cannot listen."""
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise OSError(errno.EINVAL, f"cannot listen on {address}: not HOST:PORT")
+        host = host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = _Listener((host, int(port)), family)
+        self._listener.cache_server = self  # type: ignore[attr-defined]
+        self.idle_seconds = idle_seconds
+        self.port: int = self._listener.server_address[1]
         self._worker = worker
         self._metrics = metrics
         self._expected = f"Bearer {token}".encode() if token else None
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="block-cache"),
-            # Not SO_REUSEPORT (gRPC's default): a second worker on a port in use must fail.
-            options=[*wire.MESSAGE_OPTIONS, ("grpc.so_reuseport", 0)],
-        )
-        handler = grpc.unary_unary_rpc_method_handler(
-            self._get_block,
-            request_deserializer=pb.GetBlockRequest.FromString,
-            response_serializer=pb.GetBlockReply.SerializeToString,
-        )
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(wire.SERVICE, {"GetBlock": handler}),)
-        )
-        self.port = self._server.add_insecure_port(address)
-        if self.port == 0:
-            raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
+        self._threads = threads
+        self._slots = threading.BoundedSemaphore(threads)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._server.start()
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, name="block-cache", daemon=True
+        )
+        self._thread.start()
 
     def stop(self, grace: float = 2.0) -> None:
-        self._server.stop(grace).wait()
+        """Stop accepting, give calls under way ``grace`` seconds, then close every
+        connection (a caller on one finds it closed and asks elsewhere)."""
+        if self._thread is not None:
+            self._listener.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._listener.server_close()
+        self._drain(grace)
+        self._listener.drop_connections()
 
-    def _get_block(
-        self, request: pb.GetBlockRequest, context: grpc.ServicerContext
-    ) -> pb.GetBlockReply:
-        if self._expected is not None:
-            sent = dict(context.invocation_metadata()).get("authorization", "")
-            if not hmac.compare_digest(str(sent).encode(), self._expected):
-                self._metrics.worker_blocks.labels("unauthenticated").inc()
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
-        asked = BlockRequest(
-            store_uri=request.store_uri,
-            key=request.key,
-            etag=request.etag,
-            object_size=request.object_size,
-            block_size=request.block_size,
-            index=request.index,
-        )
+    def _drain(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the calls being served (all slots free)."""
+        until = time.monotonic() + grace
+        taken = 0
         try:
-            if request.fill_only:
-                data, source = b"", self._worker.fill(asked)
-            else:
-                data, source = self._worker.get_block(asked)
-        except FsError as exc:
-            self._abort(context, exc.errno, str(exc) or type(exc).__name__)
-        except Exception:
-            log.exception(
-                "GetBlock %s block %d of %r failed", asked.store_uri, asked.index, asked.key
-            )
-            self._abort(context, errno.EIO, "internal error")
+            while taken < self._threads and self._slots.acquire(
+                timeout=max(0.0, until - time.monotonic())
+            ):
+                taken += 1
+        finally:
+            for _ in range(taken):
+                self._slots.release()
+
+    def authorized(self, sent: str | None) -> bool:
+        """Constant-time: how much of a wrong token matched must not show in the time."""
+        if self._expected is None:
+            return True
+        if hmac.compare_digest((sent or "").encode(), self._expected):
+            return True
+        self._metrics.worker_blocks.labels("unauthenticated").inc()
+        return False
+
+    def serve(self, query: wire.Query) -> tuple[bytes, str]:
+        """The block's bytes (none for a fill) and where they were; ``FsError``s pass."""
+        asked = BlockRequest(
+            store_uri=query.store_uri,
+            key=query.key,
+            etag=query.etag,
+            object_size=query.object_size,
+            block_size=query.block_size,
+            index=query.index,
+        )
+        with self._slots:
+            try:
+                if query.fill:
+                    data, source = b"", self._worker.fill(asked)
+                else:
+                    data, source = self._worker.get_block(asked)
+            except FsError:
+                raise
+            except Exception as exc:
+                log.exception(
+                    "GET block %s block %d of %r failed", asked.store_uri, asked.index, asked.key
+                )
+                raise FsError("internal error", errno=errno.EIO) from exc
         self._metrics.worker_blocks.labels(source).inc()
         self._metrics.worker_bytes.labels(source).inc(len(data))
-        return pb.GetBlockReply(data=data, source=SOURCES[source], crc32=zlib.crc32(data))
+        return data, source
 
-    def _abort(self, context: grpc.ServicerContext, code: int, message: str) -> NoReturn:
-        """Answer with ``code``'s status and errno (``context.abort`` raises)."""
+    def refused(self, status: HTTPStatus) -> None:
+        self._metrics.worker_blocks.labels(status.phrase.lower().replace(" ", "_")).inc()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection: its requests one after the other (HTTP/1.1 keep-alive)."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "cloudfs-cache"
+    sys_version = ""
+    disable_nagle_algorithm = True
+    server: _Listener
+
+    def setup(self) -> None:
+        self.timeout = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
+        super().setup()
+
+    def do_GET(self) -> None:
+        cache: CacheServer = self.server.cache_server  # type: ignore[attr-defined]
+        if self.headers.get("Content-Length", "0") != "0":
+            self.close_connection = True  # a body we will not read: no next request
+        target = urlsplit(self.path)
+        if target.path != wire.BLOCK_PATH:
+            self._text(HTTPStatus.NOT_FOUND, f"no {target.path!r} here")
+            return
+        if not cache.authorized(self.headers.get("Authorization")):
+            self._text(HTTPStatus.UNAUTHORIZED, "missing or wrong token")
+            return
+        try:
+            query = wire.Query.parse(target.query)
+        except ValueError as exc:
+            self._refuse(cache, errno.EINVAL, f"bad block query: {exc}")
+            return
+        try:
+            data, source = cache.serve(query)
+        except FsError as exc:
+            self._refuse(cache, exc.errno, str(exc) or type(exc).__name__)
+            return
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header(wire.SOURCE_HEADER, source)
+        self.send_header(wire.CRC_HEADER, str(zlib.crc32(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, cache: CacheServer, code: int, message: str) -> None:
         status = wire.status_of(code)
-        self._metrics.worker_blocks.labels(status.name.lower()).inc()
-        context.set_trailing_metadata(((wire.ERRNO_KEY, str(code)),))
-        context.abort(status, printable(message))
-        raise AssertionError("unreachable: grpc's abort raises")
+        cache.refused(status)
+        self._text(status, message, {wire.ERRNO_HEADER: str(code)})
+
+    def _text(
+        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        body = (printable(message).replace("\n", " ") + "\n").encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _not_allowed(self) -> None:
+        self.close_connection = True  # whatever body it sent is not read
+        self._text(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not served here")
+
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s: " + format, self.address_string(), *args)

@@ -1,8 +1,8 @@
-"""Where a ``BlockWorker`` finds the store a GetBlock names (``StoreSource``).
+"""Where a ``BlockWorker`` finds the store a block GET names (``StoreSource``).
 
 ``StoreCache``: the object stores a cache worker has opened, one per store URI.
 
-A worker serves every volume it is asked for: each GetBlock names its store
+A worker serves every volume it is asked for: each block GET names its store
 by URI (``s3://bucket/prefix``, as the mount opened it), and the worker opens
 it through ``cloudfs.ufs.factory`` with its own endpoint and credentials (the
 environment, as for a mount), once per URI, wrapped in the UFS metrics. The

@@ -15,7 +15,7 @@ nothing cached), even for an object rewritten between the caller's listing
 and our GET. Bytes of that version but fewer than the block the caller's
 object size implies are ``ObjectChanged`` too: the caller's view is wrong.
 
-Every method is blocking and thread-safe (gRPC's thread pool calls it).
+Every method is blocking and thread-safe (the HTTP server's threads call it).
 Errors are ``FsError``s: ``InvalidArgument`` for a request that names no
 block, ``NotFound``, ``ObjectChanged`` (ESTALE), ``AccessDenied`` and the
 store's ``RemoteIOError`` (after its own bounded retries and timeouts).
@@ -39,7 +39,7 @@ MIN_BLOCK_BYTES = 64 * 1024  # the smallest --block-size
 
 @dataclass(frozen=True, slots=True)
 class BlockRequest:
-    """GetBlockRequest of proto/cloudfs/v1/cache.proto, as plain values."""
+    """The block a caller names (``wire.Query`` of a GET /v1/block), as plain values."""
 
     store_uri: str
     key: str

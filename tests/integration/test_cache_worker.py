@@ -1,4 +1,4 @@
-"""``cloudfs cache serve`` as a process, over moto behind a counting proxy, asked over gRPC.
+"""``cloudfs cache serve`` as a process, over moto behind a counting proxy, asked over HTTP.
 
 What reaches the object store is counted at the proxy, not by our metrics.
 """
@@ -6,15 +6,17 @@ What reaches the object store is counted at the proxy, not by our metrics.
 from __future__ import annotations
 
 import errno
+import http.client
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
-import grpc
 import pytest
 
 from cloudfs.cache.interface import BlockAsk
@@ -25,7 +27,6 @@ from cloudfs.peers.client import PeerGroup
 from cloudfs.peers.health import MemberHealth
 from cloudfs.peers.ring import Ring
 from cloudfs.ufs.factory import store_id
-from cloudfs.v1 import cache_pb2 as pb
 from tests.support.cache_workers import CacheWorker, running_cache_worker
 from tests.support.faults_proxy import FaultsProxy, running_proxy
 from tests.support.servers import S3Server, free_port
@@ -68,33 +69,49 @@ def world(s3_server: S3Server, s3_bucket: str) -> Iterator[World]:
         yield World(s3_server, s3_bucket, proxy, worker)
 
 
-def _channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=wire.MESSAGE_OPTIONS)
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    data: bytes
+    source: str | None
+    errno: int | None  # X-Cloudfs-Errno
 
 
-def get_block(
-    address: str, metadata: tuple[tuple[str, str], ...] = (), **fields: Any
-) -> pb.GetBlockReply:
-    with _channel(address) as channel:
-        call = channel.unary_unary(
-            wire.METHOD,
-            request_serializer=pb.GetBlockRequest.SerializeToString,
-            response_deserializer=pb.GetBlockReply.FromString,
+def call(address: str, target: str, headers: dict[str, str] | None = None) -> Answer:
+    """One GET on a fresh connection, as any HTTP client would send it."""
+    host, _, port = address.rpartition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", target, headers=headers or {})
+        response = conn.getresponse()
+        data = response.read()
+        number = response.getheader(wire.ERRNO_HEADER)
+        if response.status == HTTPStatus.OK:
+            assert response.getheader(wire.CRC_HEADER) == str(zlib.crc32(data))
+        return Answer(
+            response.status,
+            data,
+            response.getheader(wire.SOURCE_HEADER),
+            None if number is None else int(number),
         )
-        reply: pb.GetBlockReply = call(pb.GetBlockRequest(**fields), timeout=30, metadata=metadata)
-        return reply
+    finally:
+        conn.close()
 
 
-def refused(address: str, **fields: Any) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as info:
-        get_block(address, **fields)
-    return info.value
+def answer(address: str, headers: dict[str, str] | None = None, **fields: Any) -> Answer:
+    return call(address, wire.Query(**fields).target(), headers)
 
 
-def errno_of(exc: grpc.RpcError) -> int | None:
-    trailing = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
-    value = trailing.get(wire.ERRNO_KEY)
-    return None if value is None else int(value)
+def get_block(address: str, headers: dict[str, str] | None = None, **fields: Any) -> Answer:
+    got = answer(address, headers, **fields)
+    assert got.status == HTTPStatus.OK, got
+    return got
+
+
+def refused(address: str, **fields: Any) -> Answer:
+    got = answer(address, **fields)
+    assert got.status != HTTPStatus.OK, got
+    return got
 
 
 def ask(w: World, key: str, etag: str, size: int, index: int) -> dict[str, Any]:
@@ -114,14 +131,14 @@ def test_a_cold_block_leaves_the_store_once_for_many_callers_and_stays(world: Wo
     assert world.proxy.count("HEAD") == 0  # no second look at the version
 
     again = get_block(world.worker.address, **fields)
-    assert (again.data, again.source) == (data[BS : 2 * BS], pb.BLOCK_SOURCE_MEMORY)
+    assert (again.data, again.source) == (data[BS : 2 * BS], "memory")
     last = get_block(world.worker.address, **ask(world, "train/a.bin", etag, len(data), 3))
-    assert last.data == data[3 * BS :] and last.source == pb.BLOCK_SOURCE_ORIGIN
+    assert last.data == data[3 * BS :] and last.source == "origin"
 
     world.worker.restart()  # the disk tier outlives the process
     world.proxy.reset_counts()
     warm = get_block(world.worker.address, **fields)
-    assert (warm.data, warm.source) == (data[BS : 2 * BS], pb.BLOCK_SOURCE_DISK)
+    assert (warm.data, warm.source) == (data[BS : 2 * BS], "disk")
     assert world.body_gets() == 0
 
 
@@ -135,42 +152,42 @@ def test_the_worker_keys_blocks_as_a_mount_with_its_settings_does(world: World) 
     assert (world.worker.cache_dir / "blocks" / key[:2] / key).is_file()
 
 
-def test_errors_are_grpc_statuses_with_the_errno(world: World) -> None:
+def test_errors_are_http_statuses_with_the_errno(world: World) -> None:
     data = os.urandom(2 * BS)
     etag = world.put("d/x", data)
     address = world.worker.address
     cases = [
-        (ask(world, "d/missing", etag, len(data), 0), grpc.StatusCode.NOT_FOUND, errno.ENOENT),
+        (ask(world, "d/missing", etag, len(data), 0), HTTPStatus.NOT_FOUND, errno.ENOENT),
         (
             ask(world, "d/x", "0" * 32, len(data), 0),
-            grpc.StatusCode.FAILED_PRECONDITION, errno.ESTALE,
+            HTTPStatus.PRECONDITION_FAILED, errno.ESTALE,
         ),
         (  # the right version, not of the size the caller says: its last block is short
             ask(world, "d/x", etag, len(data) + 1, 2),
-            grpc.StatusCode.FAILED_PRECONDITION, errno.ESTALE,
+            HTTPStatus.PRECONDITION_FAILED, errno.ESTALE,
         ),
-        (ask(world, "d/x", "", len(data), 0), grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL),
-        (ask(world, "d/x", etag, len(data), 2), grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL),
+        (ask(world, "d/x", "", len(data), 0), HTTPStatus.BAD_REQUEST, errno.EINVAL),
+        (ask(world, "d/x", etag, len(data), 2), HTTPStatus.BAD_REQUEST, errno.EINVAL),
         (
             {**ask(world, "d/x", etag, len(data), 0), "block_size": 1000},
-            grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL,
+            HTTPStatus.BAD_REQUEST, errno.EINVAL,
         ),
         (
             {**ask(world, "d/x", etag, len(data), 0), "store_uri": "ftp://nope"},
-            grpc.StatusCode.INVALID_ARGUMENT, errno.EINVAL,
+            HTTPStatus.BAD_REQUEST, errno.EINVAL,
         ),
         (
             {**ask(world, "etc/hostname", "x", 10, 0), "store_uri": "file:///"},
-            grpc.StatusCode.PERMISSION_DENIED, errno.EACCES,
+            HTTPStatus.FORBIDDEN, errno.EACCES,
         ),
     ]  # fmt: skip
     for fields, code, number in cases:
-        exc = refused(address, **fields)
-        assert (exc.code(), errno_of(exc)) == (code, number), fields  # type: ignore[attr-defined]
-    # The object store failing is UNAVAILABLE, with EIO: the worker itself answered.
+        got = refused(address, **fields)
+        assert (got.status, got.errno) == (code, number), fields
+    # The object store failing is 503, with EIO: the worker itself answered.
     world.proxy.mode = "refuse"
-    exc = refused(address, **ask(world, "d/x", etag, len(data), 0))
-    assert (exc.code(), errno_of(exc)) == (grpc.StatusCode.UNAVAILABLE, errno.EIO)  # type: ignore[attr-defined]
+    got = refused(address, **ask(world, "d/x", etag, len(data), 0))
+    assert (got.status, got.errno) == (HTTPStatus.SERVICE_UNAVAILABLE, errno.EIO)
     world.proxy.mode = "forward"
     assert get_block(address, **ask(world, "d/x", etag, len(data), 0)).data == data[:BS]
 
@@ -182,10 +199,10 @@ def test_a_changed_object_is_never_cached_under_its_old_version(world: World) ->
     new = os.urandom(2 * BS)
     new_etag = world.put("v", new)
     # Block 1 of the old version was never fetched: the store now has other bytes.
-    exc = refused(world.worker.address, **ask(world, "v", etag, len(old), 1))
-    assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION  # type: ignore[attr-defined]
+    got = refused(world.worker.address, **ask(world, "v", etag, len(old), 1))
+    assert (got.status, got.errno) == (HTTPStatus.PRECONDITION_FAILED, errno.ESTALE)
     reply = get_block(world.worker.address, **ask(world, "v", new_etag, len(new), 0))
-    assert (reply.data, reply.source) == (new[:BS], pb.BLOCK_SOURCE_ORIGIN)
+    assert (reply.data, reply.source) == (new[:BS], "origin")
     assert (
         get_block(world.worker.address, **ask(world, "v", new_etag, len(new), 1)).data == (new[BS:])
     )
@@ -204,13 +221,12 @@ def test_a_worker_with_a_token_refuses_callers_without_it(
         data = os.urandom(BS)
         etag = w.put("t", data)
         fields = ask(w, "t", etag, len(data), 0)
-        for metadata in [(), (("authorization", "Bearer wrong"),)]:
-            with pytest.raises(grpc.RpcError) as info:
-                get_block(worker.address, metadata, **fields)
-            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
-            assert errno_of(info.value) is None  # not the block's fault: the caller backs off
+        for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}]:
+            got = answer(worker.address, headers, **fields)
+            assert got.status == HTTPStatus.UNAUTHORIZED
+            assert got.errno is None  # not the block's fault: the caller backs off
         assert proxy.count() == 0  # refused before anything reached the store
-        right = (("authorization", f"Bearer {TOKEN}"),)
+        right = {"Authorization": f"Bearer {TOKEN}"}
         assert get_block(worker.address, right, **fields).data == data
 
 

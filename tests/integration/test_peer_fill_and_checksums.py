@@ -1,19 +1,20 @@
 """Two things a cache-group call carries besides the block: the CRC-32 the caller checks
-(a reply whose bytes do not match it is refused, never cached), and ``fill_only``
+(a reply whose bytes do not match it is refused, never cached), and ``fill=1``
 (warm-up through the group: the owner holds the block, no bytes come back).
 
-Real gRPC on loopback: a real ``CacheServer`` over a ``file://`` store (the ``rig``
+Real HTTP on loopback: a real ``CacheServer`` over a ``file://`` store (the ``rig``
 of test_peer_reads.py), and for the torn reply a server that lies about its bytes.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from collections.abc import Iterator
-from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-import grpc
 import pytest
 import trio
 
@@ -28,37 +29,43 @@ from cloudfs.peers.client import PeerGroup
 from cloudfs.ufs.factory import store_id
 from cloudfs.ufs.local import LocalObjectStore
 from cloudfs.ufs.metered import MeteredObjectStore
-from cloudfs.v1 import cache_pb2 as pb
 from tests.integration import test_peer_reads as shared
 from tests.integration.test_peer_reads import BS, Rig, sample
 
 rig = shared.rig  # the fixture: a CacheServer over a file:// store, on loopback
 
 
-@pytest.fixture
-def liar() -> Iterator[str]:
-    """A BlockCache server whose every reply has the right length and a flipped byte."""
+class _Liar(BaseHTTPRequestHandler):
+    """Every reply has the right length and a flipped byte, under the good CRC-32."""
 
-    def get_block(request: pb.GetBlockRequest, context: grpc.ServicerContext) -> pb.GetBlockReply:
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
         good = bytes(BS)
         torn = b"\1" + good[1:]
-        return pb.GetBlockReply(data=torn, source=pb.BLOCK_SOURCE_DISK, crc32=zlib.crc32(good))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(torn)))
+        self.send_header(wire.SOURCE_HEADER, "disk")
+        self.send_header(wire.CRC_HEADER, str(zlib.crc32(good)))
+        self.end_headers()
+        self.wfile.write(torn)
 
-    server = grpc.server(futures.ThreadPoolExecutor(4), options=wire.MESSAGE_OPTIONS)
-    handler = grpc.unary_unary_rpc_method_handler(
-        get_block,
-        request_deserializer=pb.GetBlockRequest.FromString,
-        response_serializer=pb.GetBlockReply.SerializeToString,
-    )
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(wire.SERVICE, {"GetBlock": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def liar() -> Iterator[str]:
+    """A block server whose every reply has the right length and a flipped byte."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Liar)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{server.server_address[1]}"
     finally:
-        server.stop(0)
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_block_whose_bytes_do_not_match_its_checksum_is_refused(liar: str) -> None:
