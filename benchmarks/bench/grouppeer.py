@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import http.client
 import statistics
+import threading
 import time
 from collections import Counter
 from typing import Any
-
-import grpc
 
 from bench.origin import client as origin_client
 from cloudfs.peers import wire
 from cloudfs.peers.ring import Ring
 from cloudfs.ufs.factory import parse_uri
-from cloudfs.v1 import cache_pb2 as pb
 from tests.support.cache_workers import running_cache_worker
 
 MiB = 1 << 20
@@ -57,18 +56,16 @@ def peer_vs_origin(
     blocks = max(1, size // BLOCK)
     out: dict[str, Any] = {"key": key, "object_size": size, "block_size": BLOCK, "calls": calls}
     options = ["--s3-endpoint", proxy_endpoint, "--memory-cache-size", "256M"]
-    with (
-        running_cache_worker(env, options=options) as worker,
-        grpc.insecure_channel(worker.address, options=wire.MESSAGE_OPTIONS) as channel,
-    ):
-        call = channel.unary_unary(
-            wire.METHOD,
-            request_serializer=pb.GetBlockRequest.SerializeToString,
-            response_deserializer=pb.GetBlockReply.FromString,
-        )
+    with running_cache_worker(env, options=options) as worker:
+        host, _, port = worker.address.rpartition(":")
+        local = threading.local()  # one keep-alive connection per thread, as a mount keeps
 
-        def get(index: int) -> pb.GetBlockReply:
-            request = pb.GetBlockRequest(
+        def get(index: int) -> str:
+            """Block ``index`` over the wire a mount uses (wire.py); where the worker had it."""
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            query = wire.Query(
                 store_uri=parse_uri(f"s3://{bucket}").normalized,
                 key=key,
                 etag=head["ETag"].strip('"'),
@@ -76,17 +73,19 @@ def peer_vs_origin(
                 block_size=BLOCK,
                 index=index,
             )
-            reply = call(request, timeout=60)
-            if len(reply.data) != BLOCK:
-                raise RuntimeError(f"worker sent {len(reply.data)} bytes, not {BLOCK}")
-            return reply
+            conn.request("GET", query.target())
+            response = conn.getresponse()
+            data = response.read()
+            if response.status != 200 or len(data) != BLOCK:
+                raise RuntimeError(f"worker answered {response.status} with {len(data)} bytes")
+            return response.getheader(wire.SOURCE_HEADER) or "?"
 
         cold = []
         for i in range(blocks):
             t = time.perf_counter()
             get(i)
             cold.append(time.perf_counter() - t)
-        sources = Counter(pb.BlockSource.Name(get(0).source) for _ in range(3))
+        sources = Counter(get(0) for _ in range(3))
         peer_s, _ = _median_seconds(lambda: get(0), calls)
         start = time.perf_counter()
         indexes = [i % blocks for i in range(max(calls, THREADS * 8))]

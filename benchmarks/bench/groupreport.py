@@ -95,7 +95,7 @@ def transfer_table(data: dict[str, Any]) -> list[str]:
     return [
         "| one 4 MiB block | median ms per call | MiB/s |",
         "|---|---:|---:|",
-        f"| from a worker that holds it (GetBlock, loopback; served from "
+        f"| from a worker that holds it (one HTTP GET, loopback; served from "
         f"{', '.join(sorted(ts[0]['peer_source']))}) | {col('peer_s', 1000)} "
         f"| {col('peer_mib_s', digits=0)} |",
         f"| ranged GET from the origin through the {data['meta']['delay_ms']:g} ms proxy "
