@@ -198,8 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Listener
 
     def setup(self) -> None:
-        self.timeout = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
         super().setup()
+        idle: float = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
+        self.connection.settimeout(idle)  # an idle keep-alive connection ends then
 
     def do_GET(self) -> None:
         cache: CacheServer = self.server.cache_server  # type: ignore[attr-defined]
