@@ -207,7 +207,7 @@ def test_a_mount_without_the_token_is_refused_and_reads_the_store(group: Group) 
             assert scrape(port, "cloudfs_peer_backoffs_total") >= 1
             assert scrape(port, "cloudfs_peer_bytes_total") == 0
             assert scrape(port, "cloudfs_ufs_requests_total", op="get") >= len(keys)
-            assert "UNAUTHENTICATED" in m.log()
+            assert "HTTP 401: missing or wrong token" in m.log()  # the token refused
         with_token = group.mount_options([worker], "--cache-token-file", str(token_file))
         with mounts(group, 1, with_token) as [(m, port)]:
             assert read_all(m.root, keys) == []
