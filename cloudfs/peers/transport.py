@@ -13,6 +13,9 @@ restarted) is re-opened and the call sent again, once: the GET changes
 nothing, and a connection the worker closed while idle is no sign that the
 worker is down. A second failure is the member's.
 
+A reply that says it is larger than any block (``MAX_BLOCK_BYTES``) is refused
+at its header, unread: the member is then left out as a broken one.
+
 Members removed by ``forget`` have their connections closed lazily: each
 thread closes its own, the next time it runs a call, so no connection is
 closed under a thread that is using it. ``close`` shuts the pool and every
@@ -148,6 +151,9 @@ def _exchange(
         if reused:
             raise _Stale from exc
         raise
+    if response.length is None or response.length > wire.MAX_BLOCK_BYTES:
+        conn.close()  # not a worker's reply: never read an unbounded body into memory
+        raise http.client.HTTPException(f"a reply of {response.length} bytes refused")
     data = response.read()
     if response.will_close:
         conn.close()

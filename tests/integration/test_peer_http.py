@@ -15,7 +15,9 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +164,54 @@ def test_a_second_server_on_a_port_in_use_fails(rig: Rig) -> None:
     with pytest.raises(OSError) as info:
         CacheServer(rig.server._worker, rig.address, Metrics())
     assert info.value.errno == errno.EADDRINUSE
+
+
+def test_a_member_removed_and_added_again_is_asked_on_fresh_connections(rig: Rig) -> None:
+    data = os.urandom(BS)
+    ref = rig.put("churn", data)
+    metrics = Metrics()
+    group = PeerGroup([rig.address], rig.uri, metrics)
+    try:
+        assert group.fetch(asks_of(ref)) == [data]
+        assert group.update([])  # its connection is closed by its thread, later
+        assert group.fetch(asks_of(ref)) == [None]  # nobody to ask: the UFS
+        assert group.update([rig.address])
+        assert group.fetch(asks_of(ref)) == [data]
+    finally:
+        group.close()
+    assert group.fetch(asks_of(ref)) == [None]  # closed: never the reader's problem
+    assert sample(metrics, "cloudfs_peer_backoffs_total", member=rig.address) == 0
+
+
+class _Boaster(BaseHTTPRequestHandler):
+    """Says its reply is larger than any block, then sends a few bytes."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(wire.MAX_BLOCK_BYTES + 1))
+        self.end_headers()
+        self.wfile.write(b"x" * 100)
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_reply_larger_than_any_block_is_not_read() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Boaster)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    member = f"127.0.0.1:{server.server_address[1]}"
+    metrics = Metrics()
+    group = PeerGroup([member], "s3://bucket", metrics, deadline=5.0)
+    try:
+        started = time.monotonic()
+        assert group.fetch([BlockAsk("k", "e", BS, BS, 0, "key", BS)]) == [None]
+        assert time.monotonic() - started < 1.0  # refused at the header, not timed out
+    finally:
+        group.close()
+        server.shutdown()
+        server.server_close()
+    assert sample(metrics, "cloudfs_peer_backoffs_total", member=member) == 1
