@@ -4,8 +4,10 @@ For each block the loader misses, ask the member that owns it (``Ring``,
 skipping members ``MemberHealth`` leaves out) with one HTTP GET (``wire.py``);
 the calls of one batch run at once (``BlockTransport``: a pool of threads,
 each with a keep-alive connection per member, so one worker-thread hop of the
-mount covers the batch) and the batch waits for each at most its deadline,
-counted from when it was sent. Whatever fails comes back as ``None`` and the
+mount covers the batch). A member silent for ``deadline`` (every socket read
+has that timeout; a worker still fetching sends interim ticks) fails the
+call; none is waited for longer than ``wire.CALL_CAP_SECONDS`` from when it
+was sent. Whatever fails comes back as ``None`` and the
 loader fetches that block from the UFS itself: a peer can make a read faster,
 never make it fail.
 
@@ -57,13 +59,13 @@ from cloudfs.ufs.factory import parse_uri
 
 log = logging.getLogger(__name__)
 
-# Per call: how long a member that stops answering can hold a read up (the issue's
-# bound). A worker's cold block is one object-store GET (tens of ms); a block it
-# holds, a local read. Longer than this and the mount is better off asking the UFS.
+# How long a member may stay silent before the mount gives up on it (the issue's
+# bound): the timeout of every socket read. A worker that holds the block answers
+# in milliseconds; one fetching it from a slow origin keeps sending interim ticks
+# (wire.TICK_SECONDS) and is waited for up to wire.CALL_CAP_SECONDS, so a slow
+# origin does not make every cold block look like a dead member, which would
+# have the mount fetch the block itself, a second time for the group.
 DEADLINE_SECONDS = 2.0
-# A fill makes the owner fetch the block if it must, and nobody waits on it but
-# ``cloudfs warmup``: a slow origin gets longer before the block is warmed locally.
-FILL_DEADLINE_SECONDS = 30.0
 _HITS = ("memory", "disk")
 
 
@@ -173,14 +175,13 @@ class PeerGroup:
             index=ask.index,
             fill=fill_only,
         )
-        deadline = FILL_DEADLINE_SECONDS if fill_only else self._deadline
         try:
-            future = self._transport.submit(member, query.target(), self._headers, deadline)
+            future = self._transport.submit(member, query.target(), self._headers, self._deadline)
         except Exception as exc:  # a closed group: never the reader's problem
             log.warning("cache peer %s: cannot send: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()
             return None
-        return _Sent(member, future, time.monotonic(), deadline)
+        return _Sent(member, future, time.monotonic(), wire.CALL_CAP_SECONDS)
 
     def _receive(self, ask: BlockAsk, sent: Pending) -> bytes | None:
         got = self._reply(ask, sent)

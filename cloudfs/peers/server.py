@@ -188,6 +188,33 @@ class CacheServer:
         self._metrics.worker_blocks.labels(status.phrase.lower().replace(" ", "_")).inc()
 
 
+class _Ticking:
+    """While the block is on its way (a free slot, an object-store GET), an interim
+    ``100 Continue`` every ``wire.TICK_SECONDS`` after the first, so the caller's read
+    timeout tells this live worker from a silent one (wire.py). Stopped, and its
+    thread joined, before the real answer is written: nothing interleaves with it."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="block-tick", daemon=True)
+
+    def __enter__(self) -> _Ticking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _tick(self) -> None:
+        while not self._done.wait(wire.TICK_SECONDS):
+            try:
+                self._out.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            except OSError:  # the caller went away: the answer will fail the same way
+                return
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One connection: its requests one after the other (HTTP/1.1 keep-alive)."""
 
@@ -219,7 +246,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(cache, errno.EINVAL, f"bad block query: {exc}")
             return
         try:
-            data, source = cache.serve(query)
+            with _Ticking(self.wfile):  # a slow origin is not a silent worker
+                data, source = cache.serve(query)
         except FsError as exc:
             self._refuse(cache, exc.errno, str(exc) or type(exc).__name__)
             return

@@ -10,6 +10,13 @@ alive, and only this block is fetched elsewhere. A status without it (401 for a
 token refused, 404/405 for a path or method that is not ours, a proxy's 5xx) says
 the member is not one to ask for now.
 
+While the worker waits for the block (an object-store GET for a cold one, or a
+free serving slot) it sends an interim ``100 Continue`` every ``TICK_SECONDS``
+after the first (``http.client`` reads past any number of them): the caller's
+per-read socket timeout (2 s by default) then tells a member that stopped
+answering from one still fetching behind a slow origin, which it waits for up
+to ``CALL_CAP_SECONDS``.
+
 Why HTTP and not gRPC: benchmarks/peer_transport.py measured one cached 4 MiB
 block on loopback at 6.7 ms with gRPC unary calls and 1.5 ms with HTTP/1.1
 keep-alive (4.0 ms streamed gRPC, 4.0 ms a framed socket protocol; 2.7 GiB/s
@@ -35,6 +42,8 @@ __all__ = [
 ]
 
 BLOCK_PATH = "/v1/block"
+TICK_SECONDS = 0.5  # the worker's "still fetching" interval: well under any read timeout
+CALL_CAP_SECONDS = 30.0  # the longest a caller waits for one block, ticks or not
 SOURCE_HEADER = "X-Cloudfs-Source"
 CRC_HEADER = "X-Cloudfs-Crc32"
 ERRNO_HEADER = "X-Cloudfs-Errno"

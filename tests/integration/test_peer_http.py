@@ -215,3 +215,57 @@ def test_a_reply_larger_than_any_block_is_not_read() -> None:
         server.shutdown()
         server.server_close()
     assert sample(metrics, "cloudfs_peer_backoffs_total", member=member) == 1
+
+
+class _SlowStore:
+    """A store whose every ranged GET takes ``delay`` seconds: an origin far slower
+    than a caller's read timeout."""
+
+    def __init__(self, inner: Any, delay: float) -> None:
+        self._inner = inner
+        self._delay = delay
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
+        time.sleep(self._delay)
+        data: bytes = self._inner.get_range(key, offset, length, etag)
+        return data
+
+
+def test_a_worker_fetching_behind_a_slow_origin_is_waited_for_not_left_out(
+    tmp_path: Path,
+) -> None:
+    """Silent for the deadline: left out; fetching for 3 deadlines, ticking: waited for."""
+    from cloudfs.ufs.local import LocalObjectStore
+
+    ufs = tmp_path / "ufs"
+    ufs.mkdir()
+    data = os.urandom(2 * BS)
+    (ufs / "slow").write_bytes(data)
+    info = LocalObjectStore(str(ufs)).head("slow")
+    metrics = Metrics()
+    stores = StoreCache(
+        S3Config(), metrics, allow_file=True,
+        opener=lambda uri, s3: _SlowStore(LocalObjectStore(str(ufs)), delay=3.0),
+    )  # fmt: skip
+    worker = BlockWorker(stores, MemoryBlockCache(8 * BS, metrics), MemoryBlockCache(0, metrics),
+                         metrics)  # fmt: skip
+    server = CacheServer(worker, "127.0.0.1:0", metrics)
+    server.start()
+    address = f"127.0.0.1:{server.port}"
+    mount_metrics = Metrics()
+    group = PeerGroup([address], f"file://{ufs}", mount_metrics, deadline=1.0)  # 2x a tick
+    asks = [BlockAsk("slow", info.etag, info.size, BS, i, f"slow-{i}", BS) for i in range(2)]
+    try:
+        started = time.monotonic()
+        assert group.fetch(asks) == [data[:BS], data[BS:]]  # both fetched at once, 3 s
+        assert time.monotonic() - started < 10
+        assert group.fill(asks) == ["memory", "memory"]
+    finally:
+        group.close()
+        server.stop(grace=0)
+    assert sample(mount_metrics, "cloudfs_peer_backoffs_total", member=address) == 0
+    assert sample(mount_metrics, "cloudfs_peer_requests_total", member=address, result="miss") == 2
+    assert sample(metrics, "cloudfs_ufs_requests_total", op="get") == 2
