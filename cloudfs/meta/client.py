@@ -79,6 +79,28 @@ def rpc_error(exc: grpc.RpcError, what: str, timeout: float) -> FsError:
     return FsError(f"{what}: {details}", errno=errno.EIO)
 
 
+class ServiceClient:
+    """One service of a tree server: a channel, a stub built by ``stub_of``, the token,
+    and ``_call``, each call bounded by ``timeout`` and failing as an ``FsError``."""
+
+    def __init__(self, address: str, stub_of: Any, *, token: str | None, timeout: float) -> None:
+        self._channel = open_channel(address)
+        self._stub: Any = stub_of(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+
+    def _call(self, name: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, name)(
+                request, timeout=self._timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, name, self._timeout) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
 class GrpcMeta:
     local_reads = False  # every call is a network round trip
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
-import grpc
-
 from cloudfs.errors import UsageError
-from cloudfs.meta.client import open_channel, rpc_error
+from cloudfs.meta.client import ServiceClient
 from cloudfs.meta.service.server import volume_from_pb, volume_to_pb
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
 from cloudfs.v1 import meta_pb2 as pb
@@ -61,22 +58,11 @@ def parse_tree_address(uri: str, what: str) -> str:
     return f"{host}:{port}"
 
 
-class VolumeClient:
+class VolumeClient(ServiceClient):
     """``cloudfs volume ...`` and mounts: the VolumeService of one tree server."""
 
     def __init__(self, address: str, *, token: str | None = None, timeout: float = 30.0) -> None:
-        self._channel = open_channel(address)
-        self._stub: Any = rpc.VolumeServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._timeout = timeout
-
-    def _call(self, name: str, request: Any) -> Any:
-        try:
-            return getattr(self._stub, name)(
-                request, timeout=self._timeout, metadata=self._metadata
-            )
-        except grpc.RpcError as exc:
-            raise rpc_error(exc, name, self._timeout) from None
+        super().__init__(address, rpc.VolumeServiceStub, token=token, timeout=timeout)
 
     def create(self, spec: VolumeSpec) -> VolumeSpec:
         return volume_from_pb(self._call("CreateVolume", volume_to_pb(spec)), created=True)
@@ -90,6 +76,3 @@ class VolumeClient:
 
     def delete(self, name: str) -> None:
         self._call("DeleteVolume", pb.VolumeRef(volume=name))
-
-    def close(self) -> None:
-        self._channel.close()

@@ -24,12 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
-
-import grpc
 
 from cloudfs.errors import FsError
-from cloudfs.meta.client import open_channel, rpc_error
+from cloudfs.meta.client import ServiceClient
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
 
@@ -41,24 +38,13 @@ TTL_HEARTBEATS = 3  # a member is listed until 3 heartbeats were missed
 REFRESH_SECONDS = 2.0  # how often a mount lists its group
 
 
-class GroupClient:
+class GroupClient(ServiceClient):
     """The CacheGroupService of one tree server."""
 
     def __init__(
         self, address: str, *, token: str | None = None, timeout: float = CALL_TIMEOUT
     ) -> None:
-        self._channel = open_channel(address)
-        self._stub: Any = rpc.CacheGroupServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self._timeout = timeout
-
-    def _call(self, name: str, request: Any) -> Any:
-        try:
-            return getattr(self._stub, name)(
-                request, timeout=self._timeout, metadata=self._metadata
-            )
-        except grpc.RpcError as exc:
-            raise rpc_error(exc, name, self._timeout) from None
+        super().__init__(address, rpc.CacheGroupServiceStub, token=token, timeout=timeout)
 
     def join(self, group: str, address: str, ttl: float) -> int:
         """Join or renew for ``ttl`` seconds; returns the expiry (ns, the server's clock)."""
@@ -71,9 +57,6 @@ class GroupClient:
 
     def members(self, group: str) -> tuple[str, ...]:
         return tuple(self._call("ListGroup", pb.GroupRef(group=group)).members)
-
-    def close(self) -> None:
-        self._channel.close()
 
 
 class _Loop:
