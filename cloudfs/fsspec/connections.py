@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-from cloudfs.fsspec.volume import VolumeHandle
+from cloudfs.client.volume import VolumeHandle
 
 
 class Connections:

@@ -8,7 +8,7 @@ block cache keyed as the mount keys its blocks; writes are staged locally and
 committed on close as the mount's write-through commits them. ``ls("")`` lists
 the volumes.
 
-Storage options (see ``options.fs_options``): ``meta_server`` and ``token``
+Storage options (see ``cloudfs.client.options.client_options``): ``meta_server`` and ``token``
 (else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
 (the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
 ``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``; ``metrics``, a
@@ -32,12 +32,12 @@ from typing import Any, ClassVar
 from fsspec.spec import AbstractFileSystem
 
 from cloudfs.cli.endpoints import serve_metrics
+from cloudfs.client.options import client_options
+from cloudfs.client.volume import Parts, VolumeHandle
 from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
 from cloudfs.fsspec.errors import os_error, translated
 from cloudfs.fsspec.files import CloudFile
-from cloudfs.fsspec.options import fs_options
-from cloudfs.fsspec.volume import Parts, VolumeHandle
 from cloudfs.meta.remote import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.types import Attr
@@ -67,7 +67,7 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
     ) -> None:
         super().__init__(*args, **kwargs)
         try:
-            self.options = fs_options(
+            self.options = client_options(
                 meta_server, token, block_size, memory_cache_size, s3_endpoint, s3_region,
                 timeout,
             )  # fmt: skip

@@ -1,4 +1,5 @@
-"""What a ``CloudFileSystem`` is told: storage options and the environment, checked once.
+"""What a process reaching volumes without FUSE is told (``cloudfs://`` storage options,
+the S3 gateway's command line) and the environment, checked once.
 
 The tree service's address and token come from the storage options
 (``meta_server="HOST:PORT"``, ``token=...``) or, as for ``cloudfs mount
@@ -27,7 +28,7 @@ MAX_BLOCK = 64 * MiB
 
 
 @dataclass(frozen=True, slots=True)
-class FsOptions:
+class ClientOptions:
     meta_server: str  # HOST:PORT of the tree service
     token: str | None
     # Must equal the mount's --block-size for the two to share block keys (4M by default).
@@ -43,7 +44,7 @@ class FsOptions:
         return parse_tree_uri(f"grpc://{self.meta_server}/{volume}")
 
 
-def fs_options(
+def client_options(
     meta_server: str | None = None,
     token: str | None = None,
     block_size: int | str | None = None,
@@ -51,19 +52,19 @@ def fs_options(
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
     timeout: float | None = None,
-) -> FsOptions:
+) -> ClientOptions:
     """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
     server = meta_server or os.environ.get(META_SERVER_ENV)
     if not server:
         raise UsageError(
-            f"cloudfs:// needs the tree service: storage option meta_server='HOST:PORT' "
+            f"cloudfs needs the tree service: storage option meta_server='HOST:PORT' "
             f"or ${META_SERVER_ENV}"
         )
     parse_tree_uri(f"grpc://{server}/probe")  # HOST:PORT, or a UsageError saying so
     block = _size(block_size, 4 * MiB, "block_size")
     if not MIN_BLOCK <= block <= MAX_BLOCK:
         raise UsageError("block_size must be between 64K and 64M (as the mount's --block-size)")
-    return FsOptions(
+    return ClientOptions(
         meta_server=server,
         token=token or os.environ.get(META_TOKEN_ENV) or None,
         block_size=block,

@@ -28,6 +28,8 @@ import stat
 import time
 
 from cloudfs.cache.memory import MemoryBlockCache
+from cloudfs.client.blocks import BlockFetcher
+from cloudfs.client.options import ClientOptions
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.errors import (
     AlreadyExists,
@@ -37,8 +39,6 @@ from cloudfs.errors import (
     NotADirectory,
     NotFound,
 )
-from cloudfs.fsspec.blocks import BlockFetcher
-from cloudfs.fsspec.options import FsOptions
 from cloudfs.meta.client import GrpcMeta
 from cloudfs.meta.remote import VolumeClient
 from cloudfs.metrics import Metrics
@@ -56,7 +56,7 @@ Parts = tuple[bytes, ...]  # the path's names below the volume's root
 
 
 class VolumeHandle:
-    def __init__(self, options: FsOptions, volume: str, metrics: Metrics) -> None:
+    def __init__(self, options: ClientOptions, volume: str, metrics: Metrics) -> None:
         """Looks the volume up (``NotFound`` for an unknown one) and opens its store."""
         tree = options.tree(volume)
         client = VolumeClient(tree.address, token=options.token, timeout=options.timeout)
