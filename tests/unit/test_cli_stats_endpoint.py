@@ -12,6 +12,7 @@ from cloudfs.cli import stats
 from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.main import main
 from cloudfs.cli.stats_source import endpoint_url, is_endpoint
+from cloudfs.cli.stats_view import Interval, parse_snapshot, render, snapshot_json
 from cloudfs.metrics import Metrics
 from tests.support.servers import free_port
 
@@ -64,3 +65,31 @@ def test_nothing_listening_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["stats", f"127.0.0.1:{free_port()}", "--json"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("cloudfs: http://127.0.0.1:") and err.count("\n") == 1
+
+
+GATEWAY_TEXT = """\
+# TYPE cloudfs_gateway_requests_total counter
+cloudfs_gateway_requests_total{op="GetObject",status="200"} 8
+cloudfs_gateway_requests_total{op="GetObject",status="404"} 2
+cloudfs_gateway_requests_total{op="PutObject",status="200"} 1
+# TYPE cloudfs_gateway_bytes_total counter
+cloudfs_gateway_bytes_total{op="GetObject",direction="out"} 4096
+cloudfs_gateway_bytes_total{op="PutObject",direction="in"} 100
+# TYPE cloudfs_gateway_request_seconds histogram
+cloudfs_gateway_request_seconds_bucket{op="GetObject",le="0.01"} 10
+cloudfs_gateway_request_seconds_bucket{op="GetObject",le="+Inf"} 10
+cloudfs_gateway_request_seconds_count{op="GetObject"} 10
+cloudfs_gateway_request_seconds_sum{op="GetObject"} 0.05
+"""
+
+
+def test_the_gateway_table_counts_refusals_per_operation() -> None:
+    snap = parse_snapshot(GATEWAY_TEXT, {"endpoint": "http://gw:9100/metrics"}, 0.0)
+    doc = snapshot_json(snap)["gateway"]
+    assert [op["op"] for op in doc] == ["GetObject", "PutObject"]
+    get, put = doc
+    assert (get["requests"], get["errors"], get["bytes_out"]) == (10, 2, 4096)
+    assert get["mean_latency_seconds"] == pytest.approx(0.005)
+    assert (put["requests"], put["errors"], put["bytes_in"]) == (1, 0, 100)
+    lines = render(snap, Interval.between(snap, snap))
+    assert any(line.split()[:3] == ["GetObject", "10", "2"] for line in lines)
