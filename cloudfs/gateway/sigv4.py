@@ -308,12 +308,16 @@ def authenticate(
     key = signing_key(secret, claim.date, claim.region)
     scope = f"{claim.date}/{claim.region}/s3/aws4_request"
     headers_part = _canonical_headers(found, claim.signed_headers)
-    for path in _canonical_paths(raw_path):
+    raw_sorted = _raw_sorted_query(raw_query, presigned)
+    queries = [claim.query_without_signature]
+    if raw_sorted != queries[0]:
+        queries.append(raw_sorted)
+    for path, query in ((p, q) for p in _canonical_paths(raw_path) for q in queries):
         canonical_request = "\n".join(
             [
                 method.upper(),
                 path,
-                claim.query_without_signature,
+                query,
                 headers_part,
                 ";".join(claim.signed_headers),
                 claim.payload,
@@ -346,6 +350,13 @@ def authenticate(
         "Check your key and signing method.",
         resource=resource,
     )
+
+
+def _raw_sorted_query(raw_query: str, presigned: bool) -> str:
+    """botocore's own form: the query's pairs as sent, sorted, not re-encoded."""
+    pairs = [item.partition("=") for item in raw_query.split("&") if item]
+    kept = [(n, v) for n, _, v in pairs if not (presigned and unquote(n) == "X-Amz-Signature")]
+    return "&".join(f"{n}={v}" for n, v in sorted(kept))
 
 
 def _query_names(raw_query: str) -> set[str]:

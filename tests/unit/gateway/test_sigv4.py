@@ -80,13 +80,21 @@ def test_boto3_put_and_get_of_odd_keys_verify(key: str) -> None:
         ("list_objects_v2", {"Bucket": "b", "StartAfter": "x=y&z", "MaxKeys": 7}),
         ("create_multipart_upload", {"Bucket": "b", "Key": "k k"}),  # ?uploads
         ("delete_objects", {"Bucket": "b", "Delete": {"Objects": [{"Key": "a"}]}}),  # ?delete
-        ("upload_part", {"Bucket": "b", "Key": "k", "UploadId": "u/1+", "PartNumber": 3,
-                         "Body": b"part"}),
+        (
+            "upload_part",
+            {"Bucket": "b", "Key": "k", "UploadId": "u/1+", "PartNumber": 3, "Body": b"part"},
+        ),
         ("list_multipart_uploads", {"Bucket": "b", "Prefix": "%"}),
-        ("get_object", {"Bucket": "b", "Key": "k", "Range": "bytes=0-9",
-                        "VersionId": "null"}),
-        ("put_object", {"Bucket": "b", "Key": "k", "Body": b"x",
-                        "Metadata": {"a": "  spaced   value  ", "b": "x\ty"}}),
+        ("get_object", {"Bucket": "b", "Key": "k", "Range": "bytes=0-9", "VersionId": "null"}),
+        (
+            "put_object",
+            {
+                "Bucket": "b",
+                "Key": "k",
+                "Body": b"x",
+                "Metadata": {"a": "  spaced   value  ", "b": "x\ty"},
+            },
+        ),
     ],
 )
 def test_boto3_api_calls_verify(call: str, kwargs: dict[str, object]) -> None:
@@ -97,8 +105,15 @@ def test_boto3_api_calls_verify(call: str, kwargs: dict[str, object]) -> None:
 @pytest.mark.parametrize("method", ["GET", "PUT", "POST", "DELETE", "HEAD"])
 @pytest.mark.parametrize(
     "query",
-    ["", "uploads", "delete=", "list-type=2&prefix=a%2Fb&delimiter=%2F",
-     "versionId=null&partNumber=3", "b=2&a=1&a=0", "x=%7E%2B%20"],
+    [
+        "",
+        "uploads",
+        "delete=",
+        "list-type=2&prefix=a%2Fb&delimiter=%2F",
+        "versionId=null&partNumber=3",
+        "b=2&a=1&a=0",
+        "x=%7E%2B%20",
+    ],
 )
 def test_botocore_signer_verifies_methods_and_queries(method: str, query: str) -> None:
     url = f"{ENDPOINT}/bucket/{percent_encode('k ü+~', safe='/~')}"
@@ -118,8 +133,7 @@ def test_any_region_is_accepted(region: str) -> None:
 
 
 def test_header_names_are_case_insensitive_and_messages_accepted() -> None:
-    wire = botocore_signed("PUT", f"{ENDPOINT}/b/k", body=b"x",
-                           headers={"X-Amz-Meta-Mixed": "v"})
+    wire = botocore_signed("PUT", f"{ENDPOINT}/b/k", body=b"x", headers={"X-Amz-Meta-Mixed": "v"})
     lower = {k.lower(): v for k, v in wire.headers.items()}
     upper = {k.upper(): v for k, v in wire.headers.items()}
     check(Wire(wire.method, wire.path, wire.query, lower))
@@ -180,19 +194,24 @@ def test_no_authentication_is_access_denied() -> None:
 
 
 def test_sigv2_is_refused_with_a_hint() -> None:
-    error = refused(Wire("GET", "/b/k", "", {"Host": "h", "Authorization": "AWS AK:c2ln"}),
-                    "InvalidRequest")
+    error = refused(
+        Wire("GET", "/b/k", "", {"Host": "h", "Authorization": "AWS AK:c2ln"}), "InvalidRequest"
+    )
     assert "Signature Version 2 is not supported" in error.message
-    refused(Wire("GET", "/b/k", "AWSAccessKeyId=AK&Expires=9&Signature=x", {"Host": "h"}),
-            "InvalidRequest")
+    refused(
+        Wire("GET", "/b/k", "AWSAccessKeyId=AK&Expires=9&Signature=x", {"Host": "h"}),
+        "InvalidRequest",
+    )
     assert error.status == 400
 
 
 def test_unknown_key_and_wrong_secret() -> None:
-    refused(botocore_signed("GET", f"{ENDPOINT}/b/k", access_key="AKIDNOBODY"),
-            "InvalidAccessKeyId")
-    error = refused(botocore_signed("GET", f"{ENDPOINT}/b/k", secret="not-it"),
-                    "SignatureDoesNotMatch")
+    refused(
+        botocore_signed("GET", f"{ENDPOINT}/b/k", access_key="AKIDNOBODY"), "InvalidAccessKeyId"
+    )
+    error = refused(
+        botocore_signed("GET", f"{ENDPOINT}/b/k", secret="not-it"), "SignatureDoesNotMatch"
+    )
     assert error.status == 403
 
 
@@ -215,7 +234,9 @@ def test_unknown_key_and_wrong_secret() -> None:
 )
 def test_any_tampering_breaks_the_signature(tamper) -> None:  # type: ignore[no-untyped-def]
     wire = botocore_signed(
-        "PUT", f"{ENDPOINT}/b/a%20key?partNumber=2&uploadId=x", body=b"body",
+        "PUT",
+        f"{ENDPOINT}/b/a%20key?partNumber=2&uploadId=x",
+        body=b"body",
         headers={"x-amz-meta-a": "v", "Content-Type": "text/plain"},
     )
     check(wire)
@@ -256,14 +277,17 @@ def test_presigned_expiry_over_a_week_is_refused() -> None:
 
 def test_presigned_tampering_and_missing_parameters() -> None:
     wire = presigned_url({"Bucket": "b", "Key": "k"})
-    refused(Wire("GET", wire.path, wire.query + "&x-id=PutObject", wire.headers),
-            "SignatureDoesNotMatch")
+    refused(
+        Wire("GET", wire.path, wire.query + "&x-id=PutObject", wire.headers),
+        "SignatureDoesNotMatch",
+    )
     refused(Wire("GET", wire.path + "2", wire.query, wire.headers), "SignatureDoesNotMatch")
     without = "&".join(p for p in wire.query.split("&") if not p.startswith("X-Amz-Signature"))
     refused(Wire("GET", wire.path, without, wire.headers), "AuthorizationQueryParametersError")
     bad_algorithm = wire.query.replace("AWS4-HMAC-SHA256", "AWS4-ECDSA-P256-SHA256")
-    refused(Wire("GET", wire.path, bad_algorithm, wire.headers),
-            "AuthorizationQueryParametersError")
+    refused(
+        Wire("GET", wire.path, bad_algorithm, wire.headers), "AuthorizationQueryParametersError"
+    )
 
 
 def test_both_header_and_query_auth_is_refused() -> None:
@@ -274,14 +298,25 @@ def test_both_header_and_query_auth_is_refused() -> None:
 @pytest.mark.parametrize(
     ("authorization", "code"),
     [
-        ("AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/s3/aws4_request, Signature=ab",
-         "AuthorizationHeaderMalformed"),
-        ("AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/ec2/aws4_request, "
-         "SignedHeaders=host, Signature=ab", "AuthorizationHeaderMalformed"),
-        ("AWS4-HMAC-SHA256 Credential=AK/us-east-1/s3/aws4_request, "
-         "SignedHeaders=host, Signature=ab", "AuthorizationHeaderMalformed"),
-        ("AWS4-ECDSA-P256-SHA256 Credential=AK/20260101/s3/aws4_request, "
-         "SignedHeaders=host, Signature=ab", "InvalidRequest"),
+        (
+            "AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/s3/aws4_request, Signature=ab",
+            "AuthorizationHeaderMalformed",
+        ),
+        (
+            "AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/ec2/aws4_request, "
+            "SignedHeaders=host, Signature=ab",
+            "AuthorizationHeaderMalformed",
+        ),
+        (
+            "AWS4-HMAC-SHA256 Credential=AK/us-east-1/s3/aws4_request, "
+            "SignedHeaders=host, Signature=ab",
+            "AuthorizationHeaderMalformed",
+        ),
+        (
+            "AWS4-ECDSA-P256-SHA256 Credential=AK/20260101/s3/aws4_request, "
+            "SignedHeaders=host, Signature=ab",
+            "InvalidRequest",
+        ),
     ],
 )
 def test_malformed_authorization_headers(authorization: str, code: str) -> None:
@@ -294,8 +329,9 @@ def test_credential_date_must_match_the_request_date() -> None:
     auth = wire.get("Authorization")
     date = auth.split("/")[1]
     other = str(int(date) - 1)
-    refused(wire.header("Authorization", auth.replace(date, other, 1)),
-            "AuthorizationHeaderMalformed")
+    refused(
+        wire.header("Authorization", auth.replace(date, other, 1)), "AuthorizationHeaderMalformed"
+    )
 
 
 def test_header_auth_needs_x_amz_content_sha256() -> None:
@@ -324,7 +360,10 @@ def test_property_whatever_botocore_signs_verifies(
 ) -> None:
     url = f"{ENDPOINT}/bucket/{percent_encode(key, safe='/~')}"
     wire = botocore_signed(
-        method, url, params=params, headers={} if presign else {"x-amz-meta-m": meta},
+        method,
+        url,
+        params=params,
+        headers={} if presign else {"x-amz-meta-m": meta},
         presign=60 if presign else None,
     )
     assert check(wire).presigned == presign
