@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import boto3
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest, AWSResponse
+from botocore.config import Config
 from botocore.credentials import Credentials
 
 from cloudfs.gateway.sigv4 import Signed, chunk_signature, trailer_signature
@@ -118,6 +119,7 @@ def presigned_url(url_kwargs: dict[str, Any], expires: int = 3600) -> Wire:
         aws_access_key_id=ACCESS_KEY,
         aws_secret_access_key=SECRET_KEY,
         region_name="eu-west-1",
+        config=Config(signature_version="s3v4"),  # boto3 presigns SigV2 by default
     )
     url = client.generate_presigned_url("get_object", Params=url_kwargs, ExpiresIn=expires)
     return _wire("GET", url, {}, b"")

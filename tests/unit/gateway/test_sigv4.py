@@ -226,7 +226,7 @@ def test_unknown_key_and_wrong_secret() -> None:
         lambda w: w.header("Host", "elsewhere:9000"),
         lambda w: w.header("x-amz-meta-a", "changed"),
         lambda w: w.header("Content-Type", "text/evil"),
-        lambda w: w.header("X-Amz-Date", w.get("X-Amz-Date")[:-2] + "59Z"),
+        lambda w: w.header("X-Amz-Date", w.get("X-Amz-Date")[:-3] + "59Z"),
         lambda w: w.header("X-Amz-Content-SHA256", "0" * 64),
         lambda w: w.header("X-Amz-Content-SHA256", "UNSIGNED-PAYLOAD"),
         lambda w: w.header("Authorization", w.get("Authorization")[:-1] + "0"),
