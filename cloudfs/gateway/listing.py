@@ -125,7 +125,7 @@ def list_objects_v2(gw: Gateway, req: Request) -> Response:
     after = start_after
     if token is not None:
         try:
-            after = base64.urlsafe_b64decode(token.encode())
+            after = base64.b64decode(token.encode(), altchars=b"-_", validate=True)
         except (binascii.Error, ValueError):
             raise S3Error(
                 "InvalidArgument", 400, "The continuation token provided is incorrect"

@@ -24,6 +24,7 @@ import socket
 import socketserver
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO
@@ -36,6 +37,7 @@ from cloudfs.gateway.errors import S3Error
 from cloudfs.gateway.exchange import Headers, Request, Response
 from cloudfs.gateway.faults import s3_error
 from cloudfs.gateway.routing import route
+from cloudfs.gateway.transfer import ChunkedBody
 
 log = logging.getLogger(__name__)
 
@@ -165,15 +167,14 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         gw = self.server.gateway.gateway
         metrics = gw.metrics
-        op, request_id = "Unknown", ""
+        op, request_id = "Unknown", uuid.uuid4().hex[:16].upper()
         response: Response
         body: _Counted | None = None
         with self.server.gateway.serving():
             if metrics:
                 metrics.in_flight.inc()
             try:
-                req = self._request()
-                request_id = req.request_id
+                req = self._request(request_id)
                 body = req.body  # type: ignore[assignment]
                 op, operation = route(req)
                 try:
@@ -181,14 +182,14 @@ class _Handler(BaseHTTPRequestHandler):
                 except FsError as e:
                     raise s3_error(e, req.resource, writing=req.method in _WRITES) from e
             except S3Error as e:
-                response = self._error(e, request_id or "0")
+                response = self._error(e, request_id)
             except Exception:
                 log.exception("%s %s failed", self.command, self.path)
                 response = self._error(
                     S3Error(
                         "InternalError", 500, "We encountered an internal error. Please try again."
                     ),
-                    request_id or "0",
+                    request_id,
                 )
             sent = self._send(response, request_id)
             if body is None or not body.finished():
@@ -202,17 +203,12 @@ class _Handler(BaseHTTPRequestHandler):
                 if body is not None and body.count:
                     metrics.bytes.labels("in").inc(body.count)
 
-    def _request(self) -> Request:
+    def _request(self, request_id: str) -> Request:
         split = urlsplit(self.path)
         raw_path, raw_query = split.path or "/", split.query
         bucket, _, key = raw_path.lstrip("/").partition("/")
         bucket, key = unquote(bucket), unquote(key)
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise S3Error(
-                "NotImplemented",
-                501,
-                "Transfer-Encoding: chunked is not served; send Content-Length",
-            )
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
         length_text = self.headers.get("Content-Length")
         length: int | None = None
         if length_text is not None:
@@ -226,7 +222,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response_only(100)
             self.end_headers()
         resource = f"/{bucket}/{key}" if key else f"/{bucket}"
-        stream = payload.open_body(signed, self.headers, self.rfile, length, resource=resource)
+        raw: BinaryIO = ChunkedBody(self.rfile) if chunked else self.rfile  # type: ignore[assignment]
+        stream = payload.open_body(
+            signed, self.headers, raw, None if chunked else length, resource=resource
+        )
         query = dict(parse_qsl(raw_query, keep_blank_values=True))
         headers = Headers([(k, str(v)) for k, v in self.headers.items()])
         return Request(
@@ -235,9 +234,10 @@ class _Handler(BaseHTTPRequestHandler):
             key,
             query,
             headers,
-            _Counted(stream, length),
-            length,
+            _Counted(stream, length, chunked),
+            None if chunked else length,
             access_key=signed.access_key,
+            request_id=request_id,
         )
 
     def _error(self, error: S3Error, request_id: str) -> Response:
@@ -249,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, response: Response, request_id: str) -> int:
         """Write the answer; the object bytes sent."""
         self.send_response(response.status)
-        self.send_header("x-amz-request-id", request_id or "0")
+        self.send_header("x-amz-request-id", request_id)
         for name, value in response.headers.items():
             self.send_header(name, value)
         if isinstance(response.body, bytes):
@@ -280,11 +280,10 @@ class _Handler(BaseHTTPRequestHandler):
 class _Counted:
     """The decoded body, counting what the operation read (metrics; whether it all was)."""
 
-    def __init__(self, stream: BinaryIO, length: int | None) -> None:
+    def __init__(self, stream: BinaryIO, length: int | None, chunked: bool = False) -> None:
         self._stream = stream
-        self._length = length
         self.count = 0
-        self._eof = not length
+        self._eof = not length and not chunked
 
     def read(self, size: int = -1) -> bytes:
         data = self._stream.read(size)

@@ -133,3 +133,18 @@ def s3_volume(tree: TreeServer, s3_server: S3Server, s3_bucket: str) -> Volume:
 @pytest.fixture
 def s3(gateway: Gateway):  # type: ignore[no-untyped-def]
     return gateway.client()
+
+
+@pytest.fixture(autouse=True)
+def no_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test also checks that the gateway logged no traceback (an InternalError)."""
+    if "gateway" not in request.fixturenames:
+        yield
+        return
+    gw: Gateway = request.getfixturevalue("gateway")
+    start = gw.log_path.stat().st_size
+    yield
+    with open(gw.log_path, errors="replace") as f:
+        f.seek(start)
+        logged = f.read()
+    assert "Traceback" not in logged, logged

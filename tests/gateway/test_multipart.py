@@ -48,7 +48,7 @@ def test_low_level_calls_and_refusals(s3, volume: Volume) -> None:  # type: igno
         (2, 5 * MiB),
         (3, 4),
         (4, 1),
-    ]  # noqa: E501
+    ]
 
     def complete(parts: list[tuple[int, str]]) -> dict:  # type: ignore[type-arg]
         return s3.complete_multipart_upload(  # type: ignore[no-any-return]

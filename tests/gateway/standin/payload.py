@@ -25,13 +25,13 @@ class _Limited(io.RawIOBase):
 def open_body(
     signed: Any, headers: Any, stream: BinaryIO, content_length: int | None, *, resource: str = ""
 ) -> BinaryIO:
-    body = _Limited(stream, content_length or 0)
+    body = stream if content_length is None else _Limited(stream, content_length)
     if "aws-chunked" not in str(headers.get("Content-Encoding", "")) and not str(
         headers.get("x-amz-content-sha256", "")
     ).startswith("STREAMING-"):
         return body  # type: ignore[return-value]
+    raw = io.BytesIO(body.read())  # a stand-in: holds the body in memory
     out = bytearray()
-    raw = io.BufferedReader(body)  # type: ignore[arg-type]
     while True:
         line = raw.readline().decode().strip()
         size = int(line.split(";")[0], 16)
