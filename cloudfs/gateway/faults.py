@@ -29,8 +29,13 @@ def s3_error(e: FsError, resource: str, *, writing: bool = False) -> S3Error:
     code = e.errno
     if code in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR) and not writing:
         return S3Error("NoSuchKey", 404, "The specified key does not exist.", resource=resource)
-    if code == errno.ENOENT:
-        return S3Error("NoSuchKey", 404, f"a parent of the key vanished: {e}", resource=resource)
+    if code == errno.ENOENT:  # a parent removed by a concurrent delete: worth a retry
+        return S3Error(
+            "SlowDown",
+            503,
+            f"a parent of the key vanished meanwhile, retry: {e}",
+            resource=resource,
+        )
     if code in _CONFLICT:
         return S3Error(
             "InvalidRequest",

@@ -281,7 +281,11 @@ def delete_object(gw: Gateway, req: Request) -> Response:
 
 def _delete(handle: VolumeHandle, path: ObjectPath) -> None:
     """Remove the object; no object there is success, as in S3. A marker key removes its
-    directory only when empty: the children of a non-empty one still imply it."""
+    directory only when empty: the children of a non-empty one still imply it.
+
+    Directories the removal left empty are removed too, up to the bucket's root: in S3
+    a prefix exists only while keys hold it, and ``aws s3 rm --recursive`` must leave
+    nothing listed (s3a puts a marker back where it wants one)."""
     try:
         attr = handle.resolve(path.parts)
         if path.is_dir_marker != attr.is_dir:
@@ -289,6 +293,11 @@ def _delete(handle: VolumeHandle, path: ObjectPath) -> None:
         handle.remove(path.parts)
     except (NotFound, NotADirectory, NotEmpty):
         return
+    for depth in range(len(path.parts) - 1, 0, -1):
+        try:
+            handle.remove(path.parts[:depth])
+        except FsError:  # not empty (or changed meanwhile): it stays, and so do its parents
+            return
 
 
 def delete_objects(gw: Gateway, req: Request) -> Response:

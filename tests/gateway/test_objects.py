@@ -84,9 +84,14 @@ def test_delete(s3, volume: Volume) -> None:  # type: ignore[no-untyped-def]
         s3.delete_object(Bucket=volume.name, Key="a/b")["ResponseMetadata"]["HTTPStatusCode"] == 204
     )
     s3.delete_object(Bucket=volume.name, Key="a/b")  # absent: still 204
-    s3.delete_object(Bucket=volume.name, Key="a/")  # the (now empty) directory
     assert volume.local_dir is not None
-    assert not (volume.local_dir / "a").exists()
+    assert not (volume.local_dir / "a").exists()  # emptied by the delete: gone, as in S3
+    s3.put_object(Bucket=volume.name, Key="keep/x", Body=b"1")
+    s3.put_object(Bucket=volume.name, Key="keep/sub/y", Body=b"1")
+    s3.delete_object(Bucket=volume.name, Key="keep/")  # a non-empty directory: stays
+    s3.delete_object(Bucket=volume.name, Key="keep/sub/y")
+    assert (volume.local_dir / "keep" / "x").exists()
+    assert not (volume.local_dir / "keep" / "sub").exists()
     keys = [f"many/{i}" for i in range(30)]
     for key in keys:
         s3.put_object(Bucket=volume.name, Key=key, Body=key.encode())
