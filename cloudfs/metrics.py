@@ -295,13 +295,13 @@ class GatewayMetrics:
         self.requests = Counter(
             "cloudfs_gateway_requests",
             "S3 requests answered by the gateway, by operation and HTTP status",
-            ["op", "code"],
+            ["op", "status"],
             registry=r,
         )
         self.bytes = Counter(
             "cloudfs_gateway_bytes",
-            "Object bytes received (in) and sent (out) by the gateway",
-            ["direction"],
+            "Object bytes received (in) and sent (out) by the gateway, by operation",
+            ["op", "direction"],
             registry=r,
         )
         self.latency = Histogram(

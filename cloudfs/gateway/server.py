@@ -199,9 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
                 metrics.requests.labels(op, str(response.status)).inc()
                 metrics.latency.labels(op).observe(time.monotonic() - started)
                 if sent:
-                    metrics.bytes.labels("out").inc(sent)
+                    metrics.bytes.labels(op, "out").inc(sent)
                 if body is not None and body.count:
-                    metrics.bytes.labels("in").inc(body.count)
+                    metrics.bytes.labels(op, "in").inc(body.count)
 
     def _request(self, request_id: str) -> Request:
         split = urlsplit(self.path)

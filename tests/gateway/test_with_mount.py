@@ -4,11 +4,14 @@ object store), and the gateway's Prometheus endpoint counts what it served."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.gateway.conftest import Gateway, Volume
 from tests.support.mounts import Backing, Mount, mounted
@@ -60,9 +63,9 @@ def test_metrics(s3, gateway: Gateway, volume: Volume) -> None:  # type: ignore[
     for _ in range(2):  # the second read is served from the gateway's block cache
         assert s3.get_object(Bucket=volume.name, Key="m.bin")["Body"].read() == data
     text = urllib.request.urlopen(gateway.metrics, timeout=10).read().decode()
-    assert 'cloudfs_gateway_requests_total{code="200",op="GetObject"}' in text
-    assert 'cloudfs_gateway_bytes_total{direction="out"}' in text
-    assert 'cloudfs_gateway_bytes_total{direction="in"}' in text
+    assert 'cloudfs_gateway_requests_total{op="GetObject",status="200"}' in text
+    assert 'cloudfs_gateway_bytes_total{direction="out",op="GetObject"}' in text
+    assert 'cloudfs_gateway_bytes_total{direction="in",op="PutObject"}' in text
     assert "cloudfs_gateway_request_seconds_bucket" in text
     hits = [
         float(line.split()[-1])
@@ -70,3 +73,25 @@ def test_metrics(s3, gateway: Gateway, volume: Volume) -> None:  # type: ignore[
         if line.startswith('cloudfs_blockcache_hits_total{tier="memory"}')
     ]
     assert hits and hits[0] > 0
+
+
+def test_cloudfs_stats_reads_the_gateway(s3, gateway: Gateway, volume: Volume) -> None:  # type: ignore[no-untyped-def]
+    s3.put_object(Bucket=volume.name, Key="s", Body=b"12345")
+    s3.get_object(Bucket=volume.name, Key="s")["Body"].read()
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket=volume.name, Key="missing")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cloudfs.cli.main",
+            "stats",
+            "--json",
+            gateway.metrics.removesuffix("/metrics"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "GetObject" in done.stdout and "PutObject" in done.stdout
