@@ -23,7 +23,8 @@ from typing import Any
 
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import read_token
-from cloudfs.errors import FsError, NotFound, StartupError, UsageError
+from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.gateway.errors import S3Error
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,10 @@ def run(args: argparse.Namespace) -> int:
     for name in args.volume:  # a typo is said now, not as NoSuchBucket to every client
         try:
             buckets.handle(name)
+        except S3Error:
+            raise UsageError(f"no volume {name!r} on {options.meta_server}") from None
         except FsError as e:
             raise StartupError(f"cannot open volume {name!r}: {e}") from None
-        except Exception as e:  # S3Error: no such volume on the tree service
-            if isinstance(e, NotFound) or getattr(e, "code", "") == "NoSuchBucket":
-                raise UsageError(f"no volume {name!r} on {options.meta_server}") from None
-            raise
     gateway = Gateway(
         buckets, staging, options.block_size, region=args.region, metrics=GatewayMetrics(metrics)
     )

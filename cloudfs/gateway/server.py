@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cloudfs.errors import FsError
@@ -222,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response_only(100)
             self.end_headers()
         resource = f"/{bucket}/{key}" if key else f"/{bucket}"
-        raw: BinaryIO = ChunkedBody(self.rfile) if chunked else self.rfile  # type: ignore[assignment]
+        raw = cast(BinaryIO, ChunkedBody(self.rfile)) if chunked else self.rfile
         stream = payload.open_body(
             signed, self.headers, raw, None if chunked else length, resource=resource
         )

@@ -8,18 +8,26 @@ bounded, so a hostile client cannot make a line grow without end.
 
 from __future__ import annotations
 
-from typing import BinaryIO
+from typing import Protocol
 
 from cloudfs.gateway.errors import S3Error
 
 MAX_LINE = 4096
 
 
+class Source(Protocol):
+    """The connection's buffered reader (``rfile``)."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def readline(self, size: int, /) -> bytes: ...
+
+
 class ChunkedBody:
     """A readable stream of the decoded body; ``b""`` once the last chunk and its
     trailers were read."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: Source) -> None:
         self._stream = stream
         self._left = 0  # bytes of the current chunk not read yet
         self._done = False
