@@ -36,6 +36,7 @@ EMPTY_ETAG = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 CONTENT_TYPE = "binary/octet-stream"
 MAX_PUT = 5 * 1024**3  # S3's largest single PUT
 STAGE_CHUNK = 1024 * 1024
+READ_AHEAD = 8 * 1024 * 1024  # read before the headers (see _read_ahead)
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
@@ -87,14 +88,29 @@ def get_object(gw: Gateway, req: Request, *, head: bool = False) -> Response:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{ref.size}"
         if head:
             return Response(status, headers, b"", length=end - start)
-        try:  # the first block before any header: a changed object is looked up again
-            first = _read_block(gw, handle, ref, start, end)
+        try:  # the first bytes before any header: a changed object is looked up again
+            first = _read_ahead(gw, handle, ref, start, end)
         except FsError as e:
             if e.errno == errno.ESTALE and attempt == 1:
                 continue
             raise
         return Response(status, headers, _blocks(gw, handle, ref, start, end, first), end - start)
     raise AssertionError("unreachable")
+
+
+def _read_ahead(gw: Gateway, handle: VolumeHandle, ref: ObjectRef, start: int, end: int) -> bytes:
+    """Up to ``READ_AHEAD`` bytes from ``start``, whole blocks: an object that small is
+    read before its headers go out, so one replaced meanwhile is looked up again
+    instead of being cut short mid-body."""
+    chunks = []
+    pos, limit = start, min(end, start + max(READ_AHEAD, gw.block_size))
+    while pos < limit:
+        data = _read_block(gw, handle, ref, pos, end)
+        if not data:
+            raise FsError("the object ended early", errno=errno.ESTALE)
+        chunks.append(data)
+        pos += len(data)
+    return b"".join(chunks)
 
 
 def _read_block(gw: Gateway, handle: VolumeHandle, ref: ObjectRef, pos: int, end: int) -> bytes:

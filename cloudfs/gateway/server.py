@@ -271,9 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
             for block in response.body:
                 self.wfile.write(block)
                 sent += len(block)
-        except Exception:  # the object changed or the UFS failed mid-body: the client sees
-            log.warning("GET %s ended after %d bytes", self.path, sent, exc_info=True)
-            self.close_connection = True  # a short body and retries, never a mix
+        except FsError as e:  # the object changed or the UFS failed mid-body: the client
+            log.warning("GET %s ended after %d bytes: %s", self.path, sent, e)
+            self.close_connection = True  # sees a short body and retries, never a mix
+        except Exception:
+            log.exception("GET %s ended after %d bytes", self.path, sent)
+            self.close_connection = True
         return sent
 
 

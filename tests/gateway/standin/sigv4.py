@@ -26,8 +26,11 @@ class Signed:
 
 def load_keys(path: str | None) -> dict[str, str]:
     if path:
-        with open(path) as f:
-            return dict(line.split() for line in f if line.strip())  # type: ignore[misc]
+        try:
+            with open(path) as f:
+                return dict(line.split() for line in f if line.strip())  # type: ignore[misc]
+        except OSError as e:
+            raise UsageError(f"cannot read keys file {path}: {e.strerror}") from None
     access = os.environ.get("CLOUDFS_GATEWAY_ACCESS_KEY")
     secret = os.environ.get("CLOUDFS_GATEWAY_SECRET_KEY")
     if not access or not secret:
