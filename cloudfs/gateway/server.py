@@ -215,6 +215,12 @@ class _Handler(BaseHTTPRequestHandler):
             if not length_text.strip().isdigit():
                 raise S3Error("InvalidArgument", 400, "Content-Length is not a number")
             length = int(length_text)
+        elif not chunked:  # HTTP/1.1: no Content-Length and not chunked is no body at all
+            if self.command == "PUT":
+                raise S3Error(
+                    "MissingContentLength", 411, "You must provide the Content-Length HTTP header."
+                )
+            length = 0
         signed = sigv4.authenticate(
             self.command, raw_path, raw_query, self.headers, self.server.gateway.keys
         )

@@ -51,6 +51,17 @@ class ChunkedBody:
                 self._line()  # the CRLF after the chunk's data
         return bytes(out)
 
+    def readline(self, size: int = -1, /) -> bytes:
+        """Up to and including the next ``\n`` (aws-chunked framing inside is read by
+        lines); byte by byte, which is fine for its short lines."""
+        out = bytearray()
+        while size < 0 or len(out) < size:
+            byte = self.read(1)
+            out += byte
+            if not byte or byte == b"\n":
+                break
+        return bytes(out)
+
     def _next_chunk(self) -> None:
         line = self._line().split(b";", 1)[0].strip()
         try:
