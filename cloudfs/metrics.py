@@ -280,3 +280,37 @@ class _MembersUp(Collector):
         for member, up in view():
             family.add_metric([member], 1.0 if up else 0.0)
         yield family
+
+
+# -- the S3 gateway (``cloudfs gateway s3``) ------------------------------------------
+
+
+class GatewayMetrics:
+    """The S3 gateway's own series, on the registry of the process's ``Metrics`` (whose
+    block-cache and UFS series count the reads and writes of the gateway's volumes, so
+    the hit ratio is the mount's: ``cloudfs_blockcache_hits / (hits + misses)``)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        r = metrics.registry
+        self.requests = Counter(
+            "cloudfs_gateway_requests",
+            "S3 requests answered by the gateway, by operation and HTTP status",
+            ["op", "status"],
+            registry=r,
+        )
+        self.bytes = Counter(
+            "cloudfs_gateway_bytes",
+            "Object bytes received (in) and sent (out) by the gateway, by operation",
+            ["op", "direction"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "cloudfs_gateway_request_seconds",
+            "S3 request latency, to the last byte of the answer",
+            ["op"],
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0),
+        )
+        self.in_flight = Gauge(
+            "cloudfs_gateway_requests_in_flight", "S3 requests being served", registry=r
+        )

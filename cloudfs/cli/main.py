@@ -10,6 +10,7 @@ from cloudfs import __version__
 from cloudfs.cli import (
     cache_serve,
     flush,
+    gateway,
     hint,
     meta_serve,
     mount,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     meta_serve.add_parser(commands)
     volume.add_parser(commands)
     cache_serve.add_parser(commands)
+    gateway.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,125 @@
+"""``cloudfs gateway s3``: serve volumes of the tree service as S3 buckets.
+
+    cloudfs gateway s3 --listen 0.0.0.0:9000 --meta 10.0.0.2:7070 --volume imagenet
+
+Bucket = volume (path-style URLs, http://HOST:PORT/VOLUME/KEY). Requests must
+be signed (SigV4) with a key of --keys-file ("ACCESS SECRET" lines) or of
+$CLOUDFS_GATEWAY_ACCESS_KEY/$CLOUDFS_GATEWAY_SECRET_KEY. Reads go through
+this process's block cache (keyed as a mount's), writes are committed into
+the tree and the UFS as a mount's write-through commits them. Stays in the
+foreground; SIGTERM or SIGINT stops accepting and lets requests under way
+finish. See docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import tempfile
+import threading
+from typing import Any
+
+from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
+from cloudfs.cli.meta_serve import read_token
+from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.gateway.errors import S3Error
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(commands: Any) -> None:
+    gateway = commands.add_parser("gateway", help="serve volumes over other protocols")
+    sub = gateway.add_subparsers(dest="gateway_command", required=True, metavar="PROTOCOL")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "s3",
+        help="serve volumes as S3 buckets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--listen", default="127.0.0.1:9000", help="HOST:PORT (127.0.0.1:9000)")
+    p.add_argument(
+        "--volume",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve this volume (repeatable; default: every volume of the tree service)",
+    )
+    p.add_argument("--meta", metavar="HOST:PORT", help="the tree service ($CLOUDFS_META_SERVER)")
+    p.add_argument("--meta-token-file", help="the tree service's token ($CLOUDFS_META_TOKEN)")
+    p.add_argument("--keys-file", help='"ACCESS SECRET" lines (default: the environment keys)')
+    p.add_argument("--region", default="us-east-1", help="the region buckets are in (us-east-1)")
+    p.add_argument("--block-size", default="4M", help="cache block size: the mounts' (4M)")
+    p.add_argument("--memory-cache-size", default="1G", help="in-memory block cache (1G)")
+    p.add_argument("--staging-dir", help="staged uploads and multipart parts (a temp dir)")
+    p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    p.add_argument("--threads", default="32", help="requests served at once (32)")
+    p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudfs.client.options import client_options
+    from cloudfs.gateway import sigv4
+    from cloudfs.gateway.context import Gateway
+    from cloudfs.gateway.server import GatewayServer
+    from cloudfs.gateway.volumes import Buckets
+    from cloudfs.metrics import GatewayMetrics, Metrics
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    host, port = parse_host_port(args.listen, "--listen")
+    if not args.threads.isdigit() or int(args.threads) < 1:
+        raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
+    keys = sigv4.load_keys(args.keys_file)
+    options = client_options(
+        meta_server=args.meta,
+        token=read_token(args.meta_token_file),
+        block_size=args.block_size,
+        memory_cache_size=args.memory_cache_size,
+        s3_endpoint=args.s3_endpoint,
+    )
+    check_can_listen(host, port)
+    staging = args.staging_dir or tempfile.mkdtemp(prefix="cloudfs-gateway-")
+    try:
+        os.makedirs(os.path.join(staging, "uploads"), exist_ok=True)
+    except OSError as e:
+        raise StartupError(f"cannot use staging directory {staging}: {e.strerror or e}") from None
+    metrics = Metrics()
+    buckets = Buckets(options, metrics, tuple(dict.fromkeys(args.volume)))
+    for name in args.volume:  # a typo is said now, not as NoSuchBucket to every client
+        try:
+            buckets.handle(name)
+        except S3Error:
+            raise UsageError(f"no volume {name!r} on {options.meta_server}") from None
+        except FsError as e:
+            raise StartupError(f"cannot open volume {name!r}: {e}") from None
+    gateway = Gateway(
+        buckets, staging, options.block_size, region=args.region, metrics=GatewayMetrics(metrics)
+    )
+    try:
+        server = GatewayServer(gateway, args.listen, keys, threads=int(args.threads))
+    except OSError as e:
+        raise StartupError(f"cannot listen on {args.listen}: {e.strerror or e}") from None
+    if args.metrics:
+        serve_metrics(args.metrics, metrics)
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.start()
+    log.info("S3 gateway on port %d, staging in %s", server.port, staging)
+    print(f"listening on {host}:{server.port}", flush=True)
+    try:
+        stopping.wait()
+    finally:
+        server.stop()
+        buckets.close()
+    return 0

@@ -1,0 +1,308 @@
+"""GatewayServer: S3's HTTP API over ``ThreadingHTTPServer``, one thread per connection.
+
+Each request: parse the path-style URL (``/bucket/key``), authenticate it
+(SigV4, ``sigv4.authenticate``) before a byte of its body is read, answer
+``Expect: 100-continue`` only then (botocore sends it for PUTs: a refused
+request costs no upload), decode the payload (``payload.open_body``:
+aws-chunked, checksums, Content-MD5), route it to its operation and write
+the answer. Every refusal is an ``S3Error`` rendered as S3's XML; an
+``FsError`` from below is translated in ``faults.py``; anything else is
+logged with its traceback and answered ``InternalError``. A request whose
+body was not read to its end leaves its connection closed afterwards, so the
+next request on it cannot start mid-body.
+
+``threads`` bounds the requests served at once (a semaphore), not the
+keep-alive connections. ``stop`` stops accepting, lets the requests under way
+finish for a grace period, then closes the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import socketserver
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, BinaryIO, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from cloudfs.errors import FsError
+from cloudfs.gateway import payload, sigv4
+from cloudfs.gateway.context import Gateway
+from cloudfs.gateway.errors import S3Error
+from cloudfs.gateway.exchange import Headers, Request, Response
+from cloudfs.gateway.faults import s3_error
+from cloudfs.gateway.routing import route
+from cloudfs.gateway.transfer import ChunkedBody
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 120.0  # an idle keep-alive connection is closed after this
+_WRITES = frozenset({"PUT", "POST", "DELETE"})
+
+
+class _Listener(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(
+        self, address: tuple[str, int], family: socket.AddressFamily, gateway: GatewayServer
+    ) -> None:
+        self.address_family = family
+        self.gateway = gateway
+        self.open: set[socket.socket] = set()
+        self.open_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # no DNS lookup of our own name
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self.open_lock:
+            self.open.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.open_lock:
+                self.open.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s ended", client_address, exc_info=True)
+
+    def drop_connections(self) -> None:
+        with self.open_lock:
+            sockets = list(self.open)
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+class GatewayServer:
+    def __init__(
+        self, gateway: Gateway, address: str, keys: Mapping[str, str], *, threads: int = 32
+    ) -> None:
+        """``address``: HOST:PORT (port 0 picks one: ``port``); ``keys``: access key -> secret.
+        ``OSError`` if it cannot listen."""
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.gateway = gateway
+        self.keys = dict(keys)
+        self._slots = threading.BoundedSemaphore(threads)
+        self._busy = 0
+        self._busy_lock = threading.Condition()
+        self._listener = _Listener((host, int(port)), family, self)
+        self.port: int = self._listener.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, name="s3-gateway", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop accepting; wait up to ``grace`` seconds for requests under way; close."""
+        self._listener.shutdown()
+        deadline = time.monotonic() + grace
+        with self._busy_lock:
+            while self._busy and time.monotonic() < deadline:
+                self._busy_lock.wait(0.1)
+        self._listener.drop_connections()
+        self._listener.server_close()
+
+    def serving(self) -> contextlib.AbstractContextManager[None]:
+        return _Serving(self)
+
+
+class _Serving:
+    """One request's slot: bounded by ``threads``, counted for a graceful stop."""
+
+    def __init__(self, server: GatewayServer) -> None:
+        self.server = server
+
+    def __enter__(self) -> None:
+        self.server._slots.acquire()
+        with self.server._busy_lock:
+            self.server._busy += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.server._busy_lock:
+            self.server._busy -= 1
+            self.server._busy_lock.notify_all()
+        self.server._slots.release()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "CloudFS"
+    sys_version = ""
+    server: _Listener
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connection.settimeout(IDLE_SECONDS)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def handle_expect_100(self) -> bool:
+        return True  # answered once the request has authenticated (``_continue``)
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
+
+    # -- one request -----------------------------------------------------------
+
+    def _serve(self) -> None:
+        started = time.monotonic()
+        gw = self.server.gateway.gateway
+        metrics = gw.metrics
+        op, request_id = "Unknown", uuid.uuid4().hex[:16].upper()
+        response: Response
+        body: _Counted | None = None
+        with self.server.gateway.serving():
+            if metrics:
+                metrics.in_flight.inc()
+            try:
+                req = self._request(request_id)
+                body = req.body  # type: ignore[assignment]
+                op, operation = route(req)
+                try:
+                    response = operation(gw, req)
+                except FsError as e:
+                    raise s3_error(e, req.resource, writing=req.method in _WRITES) from e
+            except S3Error as e:
+                response = self._error(e, request_id)
+            except Exception:
+                log.exception("%s %s failed", self.command, self.path)
+                response = self._error(
+                    S3Error(
+                        "InternalError", 500, "We encountered an internal error. Please try again."
+                    ),
+                    request_id,
+                )
+            sent = self._send(response, request_id)
+            if body is None or not body.finished():
+                self.close_connection = True  # the rest of the body must not be read as a request
+            if metrics:
+                metrics.in_flight.dec()
+                metrics.requests.labels(op, str(response.status)).inc()
+                metrics.latency.labels(op).observe(time.monotonic() - started)
+                if sent:
+                    metrics.bytes.labels(op, "out").inc(sent)
+                if body is not None and body.count:
+                    metrics.bytes.labels(op, "in").inc(body.count)
+
+    def _request(self, request_id: str) -> Request:
+        split = urlsplit(self.path)
+        raw_path, raw_query = split.path or "/", split.query
+        bucket, _, key = raw_path.lstrip("/").partition("/")
+        bucket, key = unquote(bucket), unquote(key)
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        length_text = self.headers.get("Content-Length")
+        length: int | None = None
+        if length_text is not None:
+            if not length_text.strip().isdigit():
+                raise S3Error("InvalidArgument", 400, "Content-Length is not a number")
+            length = int(length_text)
+        elif not chunked:  # HTTP/1.1: no Content-Length and not chunked is no body at all
+            if self.command == "PUT":
+                raise S3Error(
+                    "MissingContentLength", 411, "You must provide the Content-Length HTTP header."
+                )
+            length = 0
+        signed = sigv4.authenticate(
+            self.command, raw_path, raw_query, self.headers, self.server.gateway.keys
+        )
+        if self.headers.get("Expect", "").lower() == "100-continue":
+            self.send_response_only(100)
+            self.end_headers()
+        resource = f"/{bucket}/{key}" if key else f"/{bucket}"
+        raw = cast(BinaryIO, ChunkedBody(self.rfile)) if chunked else self.rfile
+        stream = payload.open_body(
+            signed, self.headers, raw, None if chunked else length, resource=resource
+        )
+        query = dict(parse_qsl(raw_query, keep_blank_values=True))
+        headers = Headers([(k, str(v)) for k, v in self.headers.items()])
+        return Request(
+            self.command,
+            bucket,
+            key,
+            query,
+            headers,
+            _Counted(stream, length, chunked),
+            None if chunked else length,
+            access_key=signed.access_key,
+            request_id=request_id,
+        )
+
+    def _error(self, error: S3Error, request_id: str) -> Response:
+        headers = {"Content-Type": "application/xml"}
+        headers.update(getattr(error, "headers", {}))
+        body = b"" if self.command == "HEAD" else error.to_xml(request_id)
+        return Response(error.status, headers, body, length=len(error.to_xml(request_id)))
+
+    def _send(self, response: Response, request_id: str) -> int:
+        """Write the answer; the object bytes sent."""
+        self.send_response(response.status)
+        self.send_header("x-amz-request-id", request_id)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if isinstance(response.body, bytes):
+            length = (
+                response.length
+                if self.command == "HEAD" and response.length is not None
+                else len(response.body)
+            )
+            if response.status not in (204, 304):
+                self.send_header("Content-Length", str(length))
+            self.end_headers()
+            if self.command != "HEAD" and response.body:
+                self.wfile.write(response.body)
+            return 0
+        self.send_header("Content-Length", str(response.length))
+        self.end_headers()
+        sent = 0
+        try:
+            for block in response.body:
+                self.wfile.write(block)
+                sent += len(block)
+        except FsError as e:  # the object changed or the UFS failed mid-body: the client
+            log.warning("GET %s ended after %d bytes: %s", self.path, sent, e)
+            self.close_connection = True  # sees a short body and retries, never a mix
+        except Exception:
+            log.exception("GET %s ended after %d bytes", self.path, sent)
+            self.close_connection = True
+        return sent
+
+
+class _Counted:
+    """The decoded body, counting what the operation read (metrics; whether it all was)."""
+
+    def __init__(self, stream: BinaryIO, length: int | None, chunked: bool = False) -> None:
+        self._stream = stream
+        self.count = 0
+        self._eof = not length and not chunked
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self.count += len(data)
+        if not data or size < 0:
+            self._eof = True
+        return data
+
+    def finished(self) -> bool:
+        if not self._eof:
+            with contextlib.suppress(Exception):
+                self._eof = not self._stream.read(1)  # at the end without saying so yet
+        return self._eof
