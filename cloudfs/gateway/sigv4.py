@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Protocol
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 from cloudfs.errors import UsageError
 from cloudfs.gateway.errors import S3Error
@@ -209,7 +209,9 @@ def _canonical_query(raw_query: str, *, drop: str | None = None) -> str:
         if not item:
             continue
         name, _, value = item.partition("=")
-        name, value = unquote(name), unquote(value)
+        # '+' is a space, as the server reads the query (``parse_qsl``): botocore's
+        # ``params=`` sends spaces so and signs them as %20.
+        name, value = unquote_plus(name), unquote_plus(value)
         if name == drop:
             continue
         pairs.append((uri_encode(name, keep_slash=False), uri_encode(value, keep_slash=False)))
