@@ -87,3 +87,6 @@ class MountConfig:
     write: WriteConfig = WriteConfig()
     tree_token: str | None = None  # grpc:// mounts: the tree service's token
     peer_token: str | None = None  # the cache group's token (cache.peers)
+    # grpc:// mounts: serve the blocks to this user's other processes on this node
+    # (cloudfs.client: fsspec, the S3 gateway) over a UNIX socket (cli/local_blocks.py).
+    local_blocks: bool = True

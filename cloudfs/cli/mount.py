@@ -134,6 +134,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         write=write,
         tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
         peer_token=peer_token,
+        local_blocks=not args.no_local_blocks,
     )
 
 

@@ -62,6 +62,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "cache_group_serve": ("cache_group_serve", True),
     "staging_size": ("staging_size", True),
     "staging_wait": ("staging_wait", True),
+    "no_local_blocks": ("no_local_blocks", False),
 }
 IGNORED = {
     "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
@@ -179,6 +180,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve this mount's own memory and disk cache (its own volume only) to the "
         "group on HOST:PORT, an address the other nodes can reach, and join --cache-group "
         "as that member; off for short-lived pods (-o cache_group_serve=HOST:PORT)",
+    )
+    p.add_argument(
+        "--no-local-blocks",
+        action="store_true",
+        help="grpc:// mounts: do not serve this mount's cached blocks to this user's other "
+        "processes on the node (cloudfs:// through fsspec reads through them otherwise, "
+        "over a UNIX socket in the runtime directory) (-o no_local_blocks)",
     )
     p.add_argument(
         "--cache-token-file",

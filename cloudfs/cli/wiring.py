@@ -15,6 +15,7 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.group_wiring import mount_group
+from cloudfs.cli.local_blocks import local_blocks
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control import paths
@@ -85,6 +86,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     disk = _disk_tier(config, metrics)
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
     peers = group.peers
+    local = local_blocks(config, data_uri, store, (memory, disk), metrics)
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger, peers=peers,
@@ -139,6 +141,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     except BaseException:
         meta.close()
         group.close()
+        if local is not None:
+            local.stop()
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
@@ -185,11 +189,15 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         try:
             invalidator.start()
             group.start()
+            if local is not None:
+                local.start()
             signalled = trio.run(session.serve, start_background, before_stop)
             session.stop(unmount=signalled)
         finally:
             invalidator.stop()  # before meta.close(), which ends its stream
             group.close()  # leaves the group before the tree session ends
+            if local is not None:
+                local.stop()  # removes the socket: local processes read the store again
             meta.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)

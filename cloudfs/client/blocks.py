@@ -1,4 +1,5 @@
-"""BlockFetcher: byte ranges of one object version, through an in-process block cache.
+"""BlockFetcher: byte ranges of one object version, through the node's mount or an
+in-process block cache.
 
 The mount's read path is trio (``ObjectReader``) and fsspec is synchronous, so
 this is the blocking form of the same path, built from the same pieces: blocks
@@ -12,13 +13,20 @@ Every GET names the version (``get_range``'s ``etag``: S3's If-Match): bytes
 of another version are never cached or returned; the caller gets
 ``ObjectChanged`` (ESTALE) and should look the file up again.
 
-Thread-safe; holds no thread or connection of its own (the store does), so a
-forked process builds a new one (``VolumeHandle``).
+A block not in memory is asked of a mount of the volume on this node first
+(``LocalMount``, when there is one): the mount's tiers are then the one cache of
+every process, so its blocks are not put in memory here too (that would hold
+them twice, once per process). Only where no mount serves it is the block read
+from the store and kept here: exactly the path without a mount.
+
+Thread-safe; its connections to the mount are per thread and per process, and
+the store's too, so a forked process builds a new one (``VolumeHandle``).
 """
 
 from __future__ import annotations
 
 from cloudfs.cache.interface import BlockTier
+from cloudfs.client.local_mount import LocalMount
 from cloudfs.data.blocks import (
     ObjectRef,
     block_key,
@@ -34,9 +42,18 @@ MAX_RUN_BLOCKS = 8  # one GET covers at most this many blocks (32 MiB of 4 MiB b
 
 
 class BlockFetcher:
-    def __init__(self, store: ObjectStore, memory: BlockTier, salt: str, block_size: int) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        memory: BlockTier,
+        salt: str,
+        block_size: int,
+        local: LocalMount | None = None,
+    ) -> None:
+        """``local``: the mount to ask first (None: the store only)."""
         self._store = store
         self._memory = memory
+        self._local = local
         self._salt = salt
         self.block_size = block_size
         self._flights: ThreadFlights[str, bytes] = ThreadFlights()
@@ -53,6 +70,8 @@ class BlockFetcher:
         for index in indexes:
             data = self._memory.get(self._key(ref, index), block_length(index, ref.size, bs))
             if data is None:
+                data = self._from_mount(ref, index)
+            if data is None:
                 missing.append(index)
             else:
                 blocks[index] = data
@@ -61,6 +80,16 @@ class BlockFetcher:
         first = indexes[0] * bs
         joined = b"".join(memoryview(blocks[i]) for i in indexes)
         return joined[start - first : end - first]
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+
+    def _from_mount(self, ref: ObjectRef, index: int) -> bytes | None:
+        """The block from the node's mount, or None where none serves it."""
+        if self._local is None:
+            return None
+        return self._local.get(ref, index)
 
     def _key(self, ref: ObjectRef, index: int) -> str:
         return block_key(self._salt, ref, index, self.block_size)

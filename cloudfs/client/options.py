@@ -5,7 +5,9 @@ The tree service's address and token come from the storage options
 (``meta_server="HOST:PORT"``, ``token=...``) or, as for ``cloudfs mount
 grpc://...`` and ``cloudfs volume``, from ``$CLOUDFS_META_SERVER`` and
 ``$CLOUDFS_META_TOKEN``, so a training script needs no options at all on a
-node where the mount's environment is set. Cache sizes are spelt as on the
+node where the mount's environment is set. Blocks are read through a mount of
+the volume on the same node when one serves them (``local_mount=False``: never;
+``block_size`` must then be the mount's). Cache sizes are spelt as on the
 command line (``"256M"``) or given as integers.
 """
 
@@ -36,6 +38,8 @@ class ClientOptions:
     memory_bytes: int = 256 * MiB  # the in-process block cache, per process
     s3: S3Config = S3Config()  # noqa: RUF009  # frozen: one shared default is fine
     timeout: float = 10.0  # per tree call (listing calls get 120 s, as in a mount)
+    # Read through a mount of the volume on this node when one serves its blocks.
+    local_mount: bool = True
 
     def tree(self, volume: str) -> TreeUri:
         """The ``grpc://`` form of ``volume``: what a mount of it is named and salts its
@@ -52,6 +56,7 @@ def client_options(
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
     timeout: float | None = None,
+    local_mount: bool = True,
 ) -> ClientOptions:
     """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
     server = meta_server or os.environ.get(META_SERVER_ENV)
@@ -71,6 +76,7 @@ def client_options(
         memory_bytes=_size(memory_cache_size, 256 * MiB, "memory_cache_size"),
         s3=S3Config(endpoint_url=s3_endpoint, region=s3_region),
         timeout=10.0 if timeout is None else float(timeout),
+        local_mount=bool(local_mount),
     )
 
 

@@ -4,7 +4,8 @@ Metadata goes through the tree client a ``grpc://`` mount uses (``GrpcMeta``),
 so names, sizes and versions are the ones every mount of the volume sees; the
 bytes go through the volume's object store, opened from the volume's record
 as a mount opens it, and through a ``BlockFetcher`` salted as that mount
-salts its block keys.
+salts its block keys, which reads through such a mount on this node when one
+runs (``LocalMount``).
 
 Writes follow the mount's write-through (``data/commit.py``): the name is
 created in the tree (or found), the staged file is uploaded whole as the
@@ -29,6 +30,7 @@ import time
 
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.client.blocks import BlockFetcher
+from cloudfs.client.local_mount import LocalMount
 from cloudfs.client.options import ClientOptions
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.errors import (
@@ -69,10 +71,14 @@ class VolumeHandle:
         self.meta = GrpcMeta(tree.address, volume, token=options.token, timeout=options.timeout)
         self.store = MeteredObjectStore(open_store(spec.ufs_uri, options.s3), metrics)
         memory = MemoryBlockCache(options.memory_bytes, metrics)
-        self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size)
+        local = None
+        if options.local_mount:  # a grpc:// mount of the volume salts as tree.cache_id
+            local = LocalMount(tree.cache_id, spec.ufs_uri, options.block_size, metrics)
+        self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size, local)
 
     def close(self) -> None:
         self.meta.close()
+        self.blocks.close()
 
     # -- names ----------------------------------------------------------------
 

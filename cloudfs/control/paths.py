@@ -1,6 +1,7 @@
-"""Where a running mount leaves its files: its pid file and its control socket.
+"""Where a running mount leaves its files: its pid file, its control socket and the
+socket that serves its blocks to the node's other processes.
 
-Both live in the runtime directory under a name derived from the mountpoint,
+They live in the runtime directory under a name derived from the mountpoint,
 so the mount process (which creates them) and the CLI commands that address
 it (``cloudfs umount``, ``stats``, ``warmup``, ``flush``) meet there knowing
 only the mountpoint.
@@ -26,8 +27,7 @@ def pid_file(mountpoint: str) -> Path:
     (Resolving it here would stat the mountpoint, which the mounting process
     itself must not do before it serves requests.)
     """
-    digest = hashlib.sha256(mountpoint.encode()).hexdigest()[:16]
-    return runtime_dir() / f"{digest}.pid"
+    return runtime_dir() / f"{_digest(mountpoint)}.pid"
 
 
 def control_socket(mountpoint: str) -> Path:
@@ -46,3 +46,29 @@ def hints_socket_candidates(mountpoint: str) -> list[Path]:
     digest_name = own.name
     system = Path("/run/cloudfs") / digest_name
     return [own] if own == system else [own, system]
+
+
+def local_blocks_socket(salt: str, mountpoint: str) -> Path:
+    """Where the mount at ``mountpoint`` serves its blocks, salted with ``salt``
+    (``MountConfig.store_id``), to processes of its user (``cloudfs.client``).
+
+    Named by the salt first, so a process that knows only the volume (its tree
+    address and name, hence the salt) finds every mount of it by glob.
+    """
+    return runtime_dir() / f"blocks-{_digest(salt)}-{_digest(mountpoint)}.sock"
+
+
+def local_blocks_sockets(salt: str) -> list[Path]:
+    """Every ``local_blocks_socket`` of the volume salted ``salt``, newest first (a
+    stale one, of a mount killed without unmounting, is older than its successor)."""
+    found: list[tuple[float, Path]] = []
+    for path in runtime_dir().glob(f"blocks-{_digest(salt)}-*.sock"):
+        try:
+            found.append((path.stat().st_mtime, path))
+        except OSError:  # removed meanwhile: an unmount
+            continue
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

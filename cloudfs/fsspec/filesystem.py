@@ -3,19 +3,23 @@
 ``cloudfs://VOLUME/path`` names a path in a volume of the directory-tree
 service (``cloudfs volume create``), as ``grpc://HOST:PORT/VOLUME`` mounts it.
 Listings and attributes come from the tree, so they agree with every mount of
-the volume; bytes come from the volume's object store through an in-process
-block cache keyed as the mount keys its blocks; writes are staged locally and
-committed on close as the mount's write-through commits them. ``ls("")`` lists
-the volumes.
+the volume; bytes come through a ``grpc://`` mount of the volume on the same
+node when one runs (its block cache, over its UNIX socket: one cache for every
+process, forked DataLoader workers included), else from the volume's object
+store through an in-process block cache keyed as the mount keys its blocks;
+writes are staged locally and committed on close as the mount's write-through
+commits them. ``ls("")`` lists the volumes.
 
 Storage options (see ``cloudfs.client.options.client_options``): ``meta_server`` and ``token``
 (else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
 (the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
-``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``; ``metrics``, a
+``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``, ``local_mount``
+(False: never read through a mount on this node); ``metrics``, a
 ``cloudfs.metrics.Metrics`` to count on (not part of the instance's identity),
 and ``metrics_address="HOST:PORT"`` to serve them to Prometheus as a mount's
 ``--metrics`` does: UFS requests and bytes (``cloudfs_ufs_*``), block-cache hits
-and misses (``cloudfs_blockcache_*{tier="memory"}``, the hit ratio).
+and misses (``cloudfs_blockcache_*{tier="memory"}``, the hit ratio;
+``{tier="mount"}``: blocks the mount served from its tiers, or fetched).
 
 Errors reach callers as the builtin ``OSError`` subclasses of their errno
 (``errors.py``). Symbolic links are listed as ``type: "link"`` and not followed.
@@ -63,13 +67,14 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         staging_dir: str | None = None,
         metrics: Metrics | None = None,
         metrics_address: str | None = None,
+        local_mount: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         try:
             self.options = client_options(
                 meta_server, token, block_size, memory_cache_size, s3_endpoint, s3_region,
-                timeout,
+                timeout, local_mount,
             )  # fmt: skip
         except UsageError as e:  # options, not a path: what Python says of a bad argument
             raise ValueError(str(e)) from None

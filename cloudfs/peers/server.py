@@ -17,6 +17,13 @@ call (warm-up through the group) gets no bytes, only where the block was.
 With a token, every call must carry ``Authorization: Bearer <token>`` (401
 otherwise, without an errno: the caller stops asking this worker for a while,
 as it would a dead one).
+
+The same server listens on a UNIX socket when its address is a path (a mount
+serving its blocks to the node's other processes, ``cloudfs.client``): the
+socket file is created 0600, so only the mount's user reaches it and no token
+is needed, and removed when the server stops. Such a server may be limited to
+one ``block_size`` (the mount's own): a block of another size would fill the
+mount's tiers with blocks its own reads never look up.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import errno
 import hmac
 import logging
+import os
 import socket
 import socketserver
 import threading
@@ -32,10 +40,11 @@ import time
 import zlib
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cloudfs.errors import FsError
+from cloudfs.errors import FsError, InvalidArgument
 from cloudfs.meta.service.convert import printable
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
@@ -54,11 +63,11 @@ class _Listener(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], family: socket.AddressFamily) -> None:
+    def __init__(self, address: tuple[str, int] | str, family: socket.AddressFamily) -> None:
         self.address_family = family
         self.open: set[socket.socket] = set()
         self.open_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
 
     def server_bind(self) -> None:
         # HTTPServer's would look the host up in DNS (getfqdn): not needed, maybe slow.
@@ -85,6 +94,43 @@ class _Listener(ThreadingHTTPServer):
                 s.shutdown(socket.SHUT_RDWR)
 
 
+class _UnixListener(_Listener):
+    """The listener on a UNIX socket file: made 0600 (the serving process's user only,
+    as a mount's control socket), a stale one of a killed process replaced, the file
+    removed when closed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        super().__init__(path, socket.AF_UNIX)
+
+    def server_bind(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.unlink(missing_ok=True)
+        old_umask = os.umask(0o177)  # no moment where another user may connect
+        try:
+            self.socket.bind(str(self.path))
+        finally:
+            os.umask(old_umask)
+        self.path.chmod(0o600)
+        self.server_name, self.server_port = str(self.path), 0
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.path.unlink(missing_ok=True)
+
+
+def _listen(address: str) -> _Listener:
+    """The listener of ``address``: an absolute path is a UNIX socket, else HOST:PORT."""
+    if address.startswith("/"):
+        return _UnixListener(address)
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise OSError(errno.EINVAL, f"cannot listen on {address}: not HOST:PORT")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return _Listener((host, int(port)), family)
+
+
 class CacheServer:
     """An HTTP server for ``worker``; ``start()`` serves ``address``, ``stop()`` ends it."""
 
@@ -97,20 +143,19 @@ class CacheServer:
         token: str | None = None,
         threads: int = 64,
         idle_seconds: float = IDLE_SECONDS,
+        block_size: int | None = None,
     ) -> None:
-        """``address``: HOST:PORT ([v6]:PORT; port 0 picks one, see ``port``);
-        ``threads``: blocks served at once; ``idle_seconds``: how long a keep-alive
-        connection may wait for its next request. ``OSError`` (EADDRINUSE...) if it
-        cannot listen."""
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise OSError(errno.EINVAL, f"cannot listen on {address}: not HOST:PORT")
-        host = host.strip("[]")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = _Listener((host, int(port)), family)
+        """``address``: HOST:PORT ([v6]:PORT; port 0 picks one, see ``port``) or the
+        absolute path of a UNIX socket; ``threads``: blocks served at once;
+        ``idle_seconds``: how long a keep-alive connection may wait for its next
+        request; ``block_size``: the only block size served (None: any). ``OSError``
+        (EADDRINUSE...) if it cannot listen."""
+        self._listener = _listen(address)
         self._listener.cache_server = self  # type: ignore[attr-defined]
         self.idle_seconds = idle_seconds
-        self.port: int = self._listener.server_address[1]
+        bound = self._listener.server_address
+        self.port: int = bound[1] if isinstance(bound, tuple) else 0
+        self._block_size = block_size
         self._worker = worker
         self._metrics = metrics
         self._expected = f"Bearer {token}".encode() if token else None
@@ -159,6 +204,10 @@ class CacheServer:
 
     def serve(self, query: wire.Query) -> tuple[bytes, str]:
         """The block's bytes (none for a fill) and where they were; ``FsError``s pass."""
+        if self._block_size is not None and query.block_size != self._block_size:
+            raise InvalidArgument(
+                f"block_size {query.block_size}: this server's blocks are {self._block_size} bytes"
+            )
         asked = BlockRequest(
             store_uri=query.store_uri,
             key=query.key,
@@ -221,11 +270,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "cloudfs-cache"
     sys_version = ""
-    disable_nagle_algorithm = True
+    disable_nagle_algorithm = False  # set in setup, for TCP only
     server: _Listener
 
     def setup(self) -> None:
         super().setup()
+        if self.server.address_family != socket.AF_UNIX:  # which refuses TCP's options
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         idle: float = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
         self.connection.settimeout(idle)  # an idle keep-alive connection ends then
 
@@ -281,6 +332,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._text(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not served here")
 
     do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def address_string(self) -> str:
+        # A UNIX socket's caller has no address (an empty string, not a tuple).
+        return str(self.client_address[0]) if self.client_address else "local"
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s: " + format, self.address_string(), *args)
