@@ -46,3 +46,12 @@ def hints_socket_candidates(mountpoint: str) -> list[Path]:
     digest_name = own.name
     system = Path("/run/cloudfs") / digest_name
     return [own] if own == system else [own, system]
+
+
+def tree_socket(mountpoint: str) -> Path:
+    """The gRPC tree service (``unix:`` address) of an embedded mount, for ``cloudfs:///PATH``.
+
+    Mode 0600 like the control socket: only the mount's user reaches the tree
+    through it (``cloudfs.cli.local_tree``).
+    """
+    return pid_file(mountpoint).with_suffix(".tree")
