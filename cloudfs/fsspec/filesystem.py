@@ -8,6 +8,13 @@ block cache keyed as the mount keys its blocks; writes are staged locally and
 committed on close as the mount's write-through commits them. ``ls("")`` lists
 the volumes.
 
+``cloudfs:///ABSOLUTE/PATH`` (no host) names a path under a CloudFS mount on
+this node, embedded mounts included: the mount says over its control socket
+where its tree is (its own, served on a 0600 UNIX socket, or a ``grpc://``
+mount's tree service) and how it keys its blocks (``cloudfs.client.local``);
+names keep their leading "/". It needs no tree service and only the mount's
+user may use it. What it commits reaches the mount's kernel caches at once.
+
 Storage options (see ``cloudfs.client.options.client_options``): ``meta_server`` and ``token``
 (else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
 (the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
