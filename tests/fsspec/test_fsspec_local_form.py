@@ -208,3 +208,17 @@ def test_the_socket_goes_with_the_mount(fs: CloudFileSystem) -> None:
     assert not socket.exists()
     with pytest.raises(FileNotFoundError):
         fs.ls(f"cloudfs://{root}")
+
+
+def _ls(path: str) -> list[str]:
+    return list(CloudFileSystem(skip_instance_cache=True).ls(path, detail=False))
+
+
+def test_another_users_mount_is_a_permission_error() -> None:
+    _need_fuse()
+    from tests.support.users import ALICE, run_as
+
+    data = world_traversable_tmpdir("cloudfs-local-form-theirs-")
+    with mounted(Backing(uri=f"file://{data}", local_dir=data)) as m:  # root's mount
+        outcome = run_as(ALICE, _ls, url(m))
+    assert outcome.errno == errno.EACCES, outcome
