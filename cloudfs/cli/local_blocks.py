@@ -14,9 +14,11 @@ and the mountpoint), mode 0600 and without a token, and only for the mount's
 own block size. A mount killed without unmounting leaves the file behind:
 connecting to it is refused, and callers skip it.
 
-Only ``grpc://`` mounts serve it (the client reaches tree-service volumes only),
-unless ``--no-local-blocks``. Failing to listen is logged, never fatal: the
-socket makes other processes faster, the mount works without it.
+Every mount serves it unless ``--no-local-blocks``: a ``grpc://`` mount to
+``cloudfs://VOLUME`` clients (found by the salt), any mount to
+``cloudfs:///MOUNTPOINT`` clients (found by the mountpoint). Failing to listen
+is logged, never fatal: the socket makes other processes faster, the mount
+works without it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import logging
 from cloudfs.cache.interface import BlockTier
 from cloudfs.config import MountConfig
 from cloudfs.control import paths
-from cloudfs.meta.remote import is_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.peers.server import CacheServer
 from cloudfs.peers.stores import SingleStore
@@ -48,7 +49,7 @@ def local_blocks(
     """The server of this mount's blocks on its UNIX socket, not started yet (None
     where it is off or cannot listen); ``start`` it once mounted, ``stop`` it at
     unmount (which removes the socket file)."""
-    if not config.local_blocks or not is_tree_uri(config.ufs_uri):
+    if not config.local_blocks:
         return None
     path = paths.local_blocks_socket(config.store_id, config.mountpoint)
     memory, disk = tiers

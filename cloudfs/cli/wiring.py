@@ -16,10 +16,12 @@ from cloudfs.cli import checks, runtime
 from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.group_wiring import mount_group
 from cloudfs.cli.local_blocks import local_blocks
+from cloudfs.cli.local_tree import LocalTree, local_volume, open_local_tree
 from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control import paths
 from cloudfs.control.cache_ops import CacheControl
+from cloudfs.control.describe_ops import DescribeControl, describe_mount
 from cloudfs.control.refresh_ops import RefreshControl
 from cloudfs.control.server import ControlServer
 from cloudfs.control.writeback_ops import WritebackControl
@@ -34,8 +36,7 @@ from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.meta.client import GrpcMeta
-from cloudfs.meta.embedded import open_embedded
-from cloudfs.meta.interface import Meta
+from cloudfs.meta.interface import ChangeSource, Meta
 from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.factory import open_store
@@ -61,6 +62,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     locks = [checks.lock_cache_dir(d) for d in sorted(held)]
     metrics = Metrics()
     meta: Meta
+    local: LocalTree | None = None  # an embedded tree, served to local processes too
     if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
         tree = parse_tree_uri(config.ufs_uri)
         ufs_uri = _volume_ufs(tree, config.tree_token)
@@ -78,7 +80,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         data_uri = config.ufs_uri
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
         store.check()
-        meta = open_embedded(os.path.join(cache_dir, "meta"), store, config)
+        local = open_local_tree(os.path.join(cache_dir, "meta"), store, config)
+        meta = local.meta
     if config.metrics_address:
         serve_metrics(config.metrics_address, metrics)
     ledger = PrefetchLedger(metrics)
@@ -86,7 +89,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     disk = _disk_tier(config, metrics)
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
     peers = group.peers
-    local = local_blocks(config, data_uri, store, (memory, disk), metrics)
+    blocks_socket = local_blocks(config, data_uri, store, (memory, disk), metrics)
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger, peers=peers,
@@ -141,20 +144,25 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     except BaseException:
         meta.close()
         group.close()
-        if local is not None:
-            local.stop()
+        if blocks_socket is not None:
+            blocks_socket.stop()
         _close_all(locks)
         raise
     pid_path = runtime.write_pid(config.mountpoint)
     # The tree tells this mount what changed behind its back: other mounts' commits
     # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
-    invalidator = Invalidator(meta, metrics, vfs.forget_version)
+    changes: ChangeSource = local or meta  # local: also what the tree socket's clients commit
+    invalidator = Invalidator(changes, metrics, vfs.forget_version)
+    tree_socket = paths.tree_socket(config.mountpoint)
+    if local is not None:
+        local.serve(tree_socket, local_volume(config, data_uri), read_only=config.read_only)
     control = ControlServer(
         paths.control_socket(config.mountpoint),
         {
             **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
             **RefreshControl(meta, invalidator.apply).handlers(),
             **writeback.handlers(),
+            **DescribeControl(describe_mount(config, data_uri, str(tree_socket))).handlers(),
         },
     )
     control_socket = control.bind()
@@ -189,15 +197,17 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         try:
             invalidator.start()
             group.start()
-            if local is not None:
-                local.start()
+            if blocks_socket is not None:
+                blocks_socket.start()
             signalled = trio.run(session.serve, start_background, before_stop)
             session.stop(unmount=signalled)
         finally:
             invalidator.stop()  # before meta.close(), which ends its stream
-            group.close()  # leaves the group before the tree session ends
             if local is not None:
-                local.stop()  # removes the socket: local processes read the store again
+                local.close()  # no more calls through the socket; the socket file goes
+            group.close()  # leaves the group before the tree session ends
+            if blocks_socket is not None:
+                blocks_socket.stop()  # removes the socket: local processes read the store again
             meta.close()
             _close_all(locks)
             pid_path.unlink(missing_ok=True)

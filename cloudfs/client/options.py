@@ -24,6 +24,10 @@ from cloudfs.meta.service.volumes import validate_volume_name
 
 META_SERVER_ENV = "CLOUDFS_META_SERVER"
 META_TOKEN_ENV = "CLOUDFS_META_TOKEN"
+NO_SERVER = (
+    f"cloudfs://VOLUME needs the tree service: storage option meta_server='HOST:PORT' "
+    f"or ${META_SERVER_ENV} (cloudfs:///PATH under a mount on this node needs none)"
+)
 
 MIN_BLOCK = 64 * 1024
 MAX_BLOCK = 64 * MiB
@@ -31,7 +35,7 @@ MAX_BLOCK = 64 * MiB
 
 @dataclass(frozen=True, slots=True)
 class ClientOptions:
-    meta_server: str  # HOST:PORT of the tree service
+    meta_server: str  # HOST:PORT of the tree service; "": none (mounts' paths only)
     token: str | None
     # Must equal the mount's --block-size for the two to share block keys (4M by default).
     block_size: int = 4 * MiB
@@ -45,6 +49,8 @@ class ClientOptions:
         """The ``grpc://`` form of ``volume``: what a mount of it is named and salts its
         block keys with (``TreeUri.cache_id``)."""
         validate_volume_name(volume)
+        if not self.meta_server:
+            raise UsageError(NO_SERVER)
         return parse_tree_uri(f"grpc://{self.meta_server}/{volume}")
 
 
@@ -59,13 +65,9 @@ def client_options(
     local_mount: bool = True,
 ) -> ClientOptions:
     """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
-    server = meta_server or os.environ.get(META_SERVER_ENV)
-    if not server:
-        raise UsageError(
-            f"cloudfs needs the tree service: storage option meta_server='HOST:PORT' "
-            f"or ${META_SERVER_ENV}"
-        )
-    parse_tree_uri(f"grpc://{server}/probe")  # HOST:PORT, or a UsageError saying so
+    server = meta_server or os.environ.get(META_SERVER_ENV) or ""
+    if server:  # none: only cloudfs:///PATH (mounts on this node) works; tree() says why
+        parse_tree_uri(f"grpc://{server}/probe")  # HOST:PORT, or a UsageError saying so
     block = _size(block_size, 4 * MiB, "block_size")
     if not MIN_BLOCK <= block <= MAX_BLOCK:
         raise UsageError("block_size must be between 64K and 64M (as the mount's --block-size)")

@@ -76,6 +76,25 @@ class VolumeHandle:
             local = LocalMount(tree.cache_id, spec.ufs_uri, options.block_size, metrics)
         self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size, local)
 
+    @classmethod
+    def from_parts(
+        cls,
+        name: str,
+        ufs_uri: str,
+        meta: GrpcMeta,
+        store: MeteredObjectStore,
+        blocks: BlockFetcher,
+    ) -> VolumeHandle:
+        """A handle built from pieces another way found (``cloudfs.client.local``: a mount
+        on this node says where its tree is and how it salts its blocks)."""
+        handle = cls.__new__(cls)
+        handle.name = name
+        handle.ufs_uri = ufs_uri
+        handle.meta = meta
+        handle.store = store
+        handle.blocks = blocks
+        return handle
+
     def close(self) -> None:
         self.meta.close()
         self.blocks.close()

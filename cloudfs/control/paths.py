@@ -72,3 +72,12 @@ def local_blocks_sockets(salt: str) -> list[Path]:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def tree_socket(mountpoint: str) -> Path:
+    """The gRPC tree service (``unix:`` address) of an embedded mount, for ``cloudfs:///PATH``.
+
+    Mode 0600 like the control socket: only the mount's user reaches the tree
+    through it (``cloudfs.cli.local_tree``).
+    """
+    return pid_file(mountpoint).with_suffix(".tree")

@@ -10,6 +10,13 @@ store through an in-process block cache keyed as the mount keys its blocks;
 writes are staged locally and committed on close as the mount's write-through
 commits them. ``ls("")`` lists the volumes.
 
+``cloudfs:///ABSOLUTE/PATH`` (no host) names a path under a CloudFS mount on
+this node, embedded mounts included: the mount says over its control socket
+where its tree is (its own, served on a 0600 UNIX socket, or a ``grpc://``
+mount's tree service) and how it keys its blocks (``cloudfs.client.local``);
+names keep their leading "/". It needs no tree service and only the mount's
+user may use it. What it commits reaches the mount's kernel caches at once.
+
 Storage options (see ``cloudfs.client.options.client_options``): ``meta_server`` and ``token``
 (else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
 (the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
@@ -35,8 +42,10 @@ from typing import Any, ClassVar
 
 from fsspec.spec import AbstractFileSystem
 
+from cloudfs import mountinfo
 from cloudfs.cli.endpoints import serve_metrics
-from cloudfs.client.options import client_options
+from cloudfs.client import local
+from cloudfs.client.options import NO_SERVER, client_options
 from cloudfs.client.volume import Parts, VolumeHandle
 from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
@@ -85,14 +94,33 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
                 serve_metrics(metrics_address, self.metrics)
             except (UsageError, StartupError) as e:
                 raise ValueError(str(e)) from None
-        self._connections = Connections(lambda name: VolumeHandle(self.options, name, self.metrics))
+        self._connections = Connections(self._open_volume)
 
     # -- paths ----------------------------------------------------------------
 
     def _split(self, path: str) -> tuple[str, Parts]:
+        """(volume, names below its root); ``cloudfs:///PATH``: (the mount point of
+        the CloudFS mount on this node holding PATH, names below it)."""
         path = self._strip_protocol(path)
+        if path.startswith("/"):
+            with translated(path):
+                mount, parts = local.split_mount_path(path, mountinfo.read())
+            return mount.mount_point, parts
         volume, _, rest = path.strip("/").partition("/")
         return volume, tuple(os.fsencode(p) for p in rest.split("/") if p)
+
+    def _name(self, path: str) -> str:
+        """The name ls/info/find give back: a mount's path keeps its leading "/"."""
+        path = self._strip_protocol(path)
+        return path.rstrip("/") if path.startswith("/") else path.strip("/")
+
+    def _open_volume(self, name: str) -> VolumeHandle:
+        if name.startswith("/"):  # a mount point (``_split``)
+            mount, _ = local.split_mount_path(name, mountinfo.read())
+            return local.open_mount(mount, self.options, self.metrics)
+        if not self.options.meta_server:
+            raise ValueError(NO_SERVER)
+        return VolumeHandle(self.options, name, self.metrics)
 
     def _volume(self, path: str, volume: str) -> VolumeHandle:
         if not volume:
@@ -101,6 +129,8 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
             try:
                 return self._connections.volume(volume)
             except NotFound as e:
+                if volume.startswith("/"):
+                    raise
                 raise NotFound(f"no volume {volume!r} on {self.options.meta_server}") from e
 
     def _info(self, name: str, attr: Attr) -> dict[str, Any]:
@@ -122,7 +152,7 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         volume, parts = self._split(path)
-        name = self._strip_protocol(path).strip("/")
+        name = self._name(path)
         if not volume:
             return {"name": "", "size": 0, "type": "directory"}
         handle = self._volume(path, volume)
@@ -131,7 +161,7 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         volume, parts = self._split(path)
-        name = self._strip_protocol(path).strip("/")
+        name = self._name(path)
         if not volume:
             entries = [{"name": v, "size": 0, "type": "directory"} for v in self._volume_names()]
         else:
@@ -148,6 +178,8 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         return entries if detail else [e["name"] for e in entries]
 
     def _volume_names(self) -> list[str]:
+        if not self.options.meta_server:
+            raise ValueError(NO_SERVER)
         with translated(""):
             client = VolumeClient(
                 self.options.meta_server, token=self.options.token, timeout=self.options.timeout

@@ -228,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response_only(100)
             self.end_headers()
         resource = f"/{bucket}/{key}" if key else f"/{bucket}"
-        raw = cast(BinaryIO, ChunkedBody(self.rfile)) if chunked else self.rfile
+        raw = cast(BinaryIO, ChunkedBody(self.rfile) if chunked else self.rfile)
         stream = payload.open_body(
             signed, self.headers, raw, None if chunked else length, resource=resource
         )

@@ -179,8 +179,11 @@ def test_bad_input_gets_the_conventional_exceptions(
     assert sorted(cfs.ls(v, detail=False)) == [f"{v}/dir", f"{v}/file"]  # nothing half-made
     assert sorted(os.listdir(volume.local_dir)) == ["dir", "file"]  # type: ignore[arg-type]
     monkeypatch.delenv("CLOUDFS_META_SERVER", raising=False)
+    serverless = CloudFileSystem(skip_instance_cache=True)  # cloudfs:///PATH needs no server
     with pytest.raises(ValueError, match="meta_server"):
-        CloudFileSystem(skip_instance_cache=True)
+        serverless.ls(v)
+    with pytest.raises(ValueError, match="meta_server"):
+        serverless.ls("")
     with pytest.raises(ValueError, match="block_size"):
         CloudFileSystem(meta_server=tree.address, block_size="1K", skip_instance_cache=True)
 

@@ -34,7 +34,7 @@ from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.groups import CacheGroups
-from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
 from cloudfs.types import InodeId
 from cloudfs.v1 import meta_pb2 as pb
 
@@ -182,7 +182,7 @@ def volume_from_pb(m: pb.Volume, *, created: bool = False) -> VolumeSpec:
     )  # fmt: skip
 
 
-def _deleted(volumes: Volumes, name: str) -> pb.Empty:
+def _deleted(volumes: VolumeSet, name: str) -> pb.Empty:
     volumes.delete(name)
     return pb.Empty()
 
@@ -201,23 +201,28 @@ def _ignoring_context(fn: Callable[[Any], Any]) -> Callable[[Any, grpc.ServicerC
 
 
 class TreeServer:
-    """A gRPC server for ``volumes``; ``start()`` binds ``address``, ``stop()`` ends it."""
+    """A gRPC server for ``volumes``; the constructor binds ``address`` (``HOST:PORT``, or
+    ``unix:PATH`` for a mount's own tree: ``single.py``), ``start()`` serves, ``stop()`` ends it."""
 
     def __init__(
         self,
-        volumes: Volumes,
+        volumes: VolumeSet,
         address: str,
         *,
         token: str | None = None,
         threads: int = 256,
         groups: CacheGroups | None = None,
+        interceptors: tuple[grpc.ServerInterceptor, ...] = (),
     ) -> None:
         """``threads``: calls at once, including one long-lived Watch per mount;
-        ``groups``: the cache groups (default: in the volumes' engine)."""
+        ``groups``: the cache groups (default: in the volumes' engine);
+        ``interceptors``: see every call first (a read-only mount refuses changes)."""
         self._volumes = volumes
         self._groups = groups or CacheGroups(volumes.engine)
         self._token = token
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=threads), interceptors=interceptors
+        )
         self._server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(META_SERVICE, self._meta_handlers()),

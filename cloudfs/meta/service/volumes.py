@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
+from typing import Protocol
 
 from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
@@ -183,3 +184,22 @@ class Volumes:
             trees, self._trees = list(self._trees.values()), {}
         for tree in trees:
             tree.close()
+
+
+class VolumeSet(Protocol):
+    """What a ``TreeServer`` serves: ``Volumes``, or one mount's own tree (``single.py``)."""
+
+    @property
+    def engine(self) -> KVEngine: ...
+
+    def create(self, spec: VolumeSpec) -> VolumeSpec: ...
+
+    def get(self, name: str) -> VolumeSpec: ...
+
+    def list(self) -> list[VolumeSpec]: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def tree(self, name: str) -> EmbeddedMeta: ...
+
+    def feed(self, name: str) -> ChangeFeed: ...

@@ -1,0 +1,55 @@
+"""The mount's side of ``describe``: what a process needs to reach the mount without FUSE.
+
+``cloudfs:///MOUNTPOINT/path`` (``cloudfs.client.local``) asks the mount over
+its control socket (mode 0600: the mount's user only) and builds the same
+view the mount has: the tree (``tree_address``, ``volume``: the mount's own
+tree on its UNIX socket, or for a ``grpc://`` mount its tree service and
+volume, with the mount's token), the UFS the bytes are in (``ufs``, with the
+S3 endpoint and region the mount uses; credentials come from the caller's
+environment, never from here), and how the mount keys its cached blocks
+(``salt``: ``MountConfig.store_id``; ``block_size``), so a block cached by
+the caller means the same bytes as the mount's. ``read_only``: changes are
+refused (the tree socket refuses them too).
+"""
+
+from __future__ import annotations
+
+from cloudfs.config import MountConfig
+from cloudfs.control.protocol import Message
+from cloudfs.control.server import Emit, Handler
+from cloudfs.meta.remote import is_tree_uri, parse_tree_uri
+from cloudfs.meta.service.single import LOCAL_VOLUME
+from cloudfs.ufs.factory import configured_endpoint
+
+
+class DescribeControl:
+    def __init__(self, description: Message) -> None:
+        self._description = description
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"describe": self.describe}
+
+    async def describe(self, request: Message, emit: Emit) -> Message:
+        return dict(self._description)
+
+
+def describe_mount(config: MountConfig, data_uri: str, tree_socket: str) -> Message:
+    """The answer of ``describe``; ``data_uri``: the UFS of the bytes (a ``grpc://``
+    mount's volume's), ``tree_socket``: where an embedded mount serves its tree."""
+    description: Message = {
+        "mountpoint": config.mountpoint,
+        "ufs": data_uri,
+        "salt": config.store_id,
+        "block_size": config.cache.block_size,
+        "s3_endpoint": configured_endpoint(config.s3) if data_uri.startswith("s3:") else None,
+        "s3_region": config.s3.region,
+        "read_only": config.read_only,
+    }
+    if is_tree_uri(config.ufs_uri):
+        tree = parse_tree_uri(config.ufs_uri)
+        description.update(tree_address=tree.address, volume=tree.volume)
+        if config.tree_token:
+            description["token"] = config.tree_token
+    else:
+        description.update(tree_address=f"unix:{tree_socket}", volume=LOCAL_VOLUME)
+    return description
