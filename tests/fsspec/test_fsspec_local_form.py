@@ -96,6 +96,17 @@ def test_listings_attributes_and_bytes_agree_with_the_mount(
     assert fs.glob(f"{root}/seed/*/*.bin") == [f"{root}/seed/deep/b.bin"]
 
 
+def test_a_file_the_mount_read_costs_the_local_form_no_get(
+    mount: Mount, fs: CloudFileSystem
+) -> None:
+    """The client reads through this mount's block socket: its cache is the client's."""
+    data = (mount.root / "seed/deep/b.bin").read_bytes()  # now in the mount's memory tier
+    assert fs.cat_file(url(mount, "seed/deep/b.bin")) == data
+    sample = fs.metrics.registry.get_sample_value
+    assert (sample("cloudfs_ufs_requests_total", {"op": "get"}) or 0.0) == 0
+    assert sample("cloudfs_blockcache_hits_total", {"tier": "mount"}) == 2  # 4 MiB blocks
+
+
 def test_writes_through_the_local_form_reach_the_mount_at_once(
     mount: Mount, fs: CloudFileSystem
 ) -> None:
