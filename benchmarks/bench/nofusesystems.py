@@ -276,7 +276,7 @@ class Gateway(NoFuseSystem):
 
     def keys_file(self) -> Path:
         path = self.world.ctx.workdir / "gateway-keys"
-        path.write_text(f"{GATEWAY_KEY_ID}:{GATEWAY_SECRET}\n")
+        path.write_text(f"{GATEWAY_KEY_ID} {GATEWAY_SECRET}\n")  # "ACCESS SECRET" lines
         path.chmod(0o600)
         return path
 
@@ -284,7 +284,8 @@ class Gateway(NoFuseSystem):
         argv = [
             *self.cli(), "--listen", f"127.0.0.1:{port}", "--meta", self.world.tree,
             "--keys-file", str(self.keys_file()), "--block-size", "4M",
-            "--memory-cache-size", MEMORY_CACHE,
+            "--memory-cache-size", MEMORY_CACHE, "--volume", self.world.volume,
+            "--staging-dir", str(self.world.ctx.workdir / "gateway-staging"),
         ]  # fmt: skip
         if "--s3-endpoint" in self.help_text():
             argv += ["--s3-endpoint", self.world.ctx.endpoint]
