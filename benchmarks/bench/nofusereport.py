@@ -96,6 +96,30 @@ def pass_table(data: dict[str, Any], p: Pass) -> list[str]:
     return lines
 
 
+def new_process_table(data: dict[str, Any]) -> list[str]:
+    """The ``cloudfs://`` systems' third pass: a new client process on the warm system."""
+    lines = [
+        "| pass | system | warm, same process | new process | new process vs local warm "
+        "| origin sent, new process (x data) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for p in PASSES:
+        field, unit = rate_field(p)
+        local = median(values(data, LOCAL, p.name, "warm", field))
+        for name, info in data["meta"]["systems"].items():
+            fresh = values(data, name, p.name, "new-process", field)
+            if not fresh:
+                continue
+            warm = values(data, name, p.name, "warm", field)
+            origin = median(values(data, name, p.name, "new-process", "origin_multiple"))
+            lines.append(
+                f"| {p.name} ({unit}) | {info['label']} | {spread(warm)} | {spread(fresh)} "
+                f"| {ratio(median(fresh), local)} "
+                f"| {fmt(origin, 2)} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
 def load_line(data: dict[str, Any]) -> str:
     loads = [
         float(t["load_1min"])
@@ -171,6 +195,18 @@ def write(data: dict[str, Any], target: Path, json_path: Path) -> None:
     }
     for p in PASSES:
         lines += [f"## {titles[p.name]}", "", *pass_table(data, p), ""]
+    fresh = new_process_table(data)
+    if fresh:
+        lines += [
+            "## A new process on a warm system",
+            "",
+            "After the warm pass, the `cloudfs://` systems read every file again from a new "
+            "client process (its in-process cache empty; the mount's or nothing else's "
+            "warm): what a second training process or a forked DataLoader worker sees.",
+            "",
+            *fresh,
+            "",
+        ]
     errors = [
         f"- repeat {rep['index'] + 1}, {name}: {e}"
         for rep in data["repeats"]

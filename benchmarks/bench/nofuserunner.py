@@ -24,6 +24,10 @@ class Runner:
     def read(self, keys: list[str], readers: int, stream: bool) -> dict[str, Any]:
         raise NotImplementedError
 
+    def respawn(self) -> None:
+        """Go on in a new client process (its own caches empty, the system's kept)."""
+        raise NotImplementedError
+
 
 class FileRunner(Runner):
     """Every pass a child process reading files under ``root`` (``bench.workloads``
@@ -53,22 +57,27 @@ class ClientRunner(Runner):
         self, python: str, spec: dict[str, Any], timeout: float, env: dict[str, str], log: Path
     ) -> None:
         self.timeout = timeout
-        env = dict(env)
-        env["PYTHONPATH"] = os.pathsep.join(
+        self.python = python
+        self.spec = spec
+        self.env = dict(env)
+        self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(BENCH_DIR), env.get("PYTHONPATH", "")) if p
         )
+        self.log_path = log
         log.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log, "ab")  # noqa: SIM115  # closed in close()
+        self._start()
+
+    def _start(self) -> None:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115  # closed in close()
         self.proc = subprocess.Popen(
-            [python, "-m", "bench.nofuseload"],
+            [self.python, "-m", "bench.nofuseload"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=env,
+            env=self.env,
             start_new_session=True,
         )
-        self.log_path = log
-        self._send(spec)
+        self._send(self.spec)
         if not self._receive().get("ready"):
             raise PassFailed("client did not say it was ready")
 
@@ -114,6 +123,10 @@ class ClientRunner(Runner):
     def read(self, keys: list[str], readers: int, stream: bool) -> dict[str, Any]:
         self._send({"keys": keys, "readers": readers, "stream": stream})
         return self._receive()
+
+    def respawn(self) -> None:
+        self.close()
+        self._start()
 
     def close(self) -> None:
         if self.proc.stdin is not None:

@@ -55,6 +55,7 @@ class NoFuseSystem:
     name = "?"
     label = "?"
     how = ""  # one line for the report: what reads, how
+    new_process = False  # also a third pass: a new client process, the system's caches warm
 
     def __init__(self, world: World) -> None:
         self.world = world
@@ -148,6 +149,8 @@ class Fsspec(NoFuseSystem):
         f"`CloudFileSystem(meta_server=TREE, s3_endpoint=PROXY, memory_cache_size="
         f"{MEMORY_CACHE!r})` in a new process; `open`+1 MiB reads (large), `cat_file` (small)"
     )
+
+    new_process = True
 
     def __init__(self, world: World, via_mount: bool = False) -> None:
         super().__init__(world)
