@@ -18,6 +18,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudfs.cli.sizes import format_size
+from cloudfs.cli.stats_gateway import OpRow, parse_gateway
+from cloudfs.cli.stats_gateway import rows as gateway_rows
 from cloudfs.cli.stats_group import MemberRow, parse_group
 from cloudfs.cli.stats_group import rows as group_rows
 from cloudfs.cli.stats_jobs import JobRow, parse_jobs
@@ -135,6 +137,7 @@ class Snapshot:
     writeback: WriteBack = field(default_factory=lambda: WriteBack())
     jobs: Sequence[JobRow] = ()
     group: Sequence[MemberRow] = ()  # the cache group's members, as the mount sees them
+    gateway: Sequence[OpRow] = ()  # an S3 gateway's operations
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -209,10 +212,15 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
         ),
         jobs=parse_jobs(samples),
         group=parse_group(samples),
+        gateway=parse_gateway(
+            samples,
+            {op: h.quantile(0.99) for op, h in histograms(samples, GATEWAY_SECONDS, "op").items()},
+        ),
     )
 
 
 _TIER_ORDER = {"memory": 0, "disk": 1}
+GATEWAY_SECONDS = "cloudfs_gateway_request_seconds"
 
 
 def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:
@@ -413,6 +421,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         },
         "jobs": [job.to_json() for job in snap.jobs],
         "group": [member.to_json() for member in snap.group],
+        "gateway": [op.to_json() for op in snap.gateway],
     }
 
 
@@ -468,35 +477,8 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
     """
     f = snap.facts
     rate = interval.rate
-    ufs_rates = "  ".join(
-        f"{d} {format_mib_rate(rate(n))}" for d, n in sorted(interval.ufs_bytes.items())
-    )
-    lines = [
-        f"CloudFS {f.get('mountpoint', '?')} <- {f.get('ufs', '?')}  pid {f.get('pid', '?')}"
-        f"  policy {f.get('cache_policy', '?')}"
-        f"  block {format_size(float(f.get('block_size', 0) or 0))}",
-        f"Rates over the last {interval.seconds:.1f} s, other numbers since mount",
-        f"FUSE      read {format_mib_rate(interval.fuse_bytes_per_s('read'))}"
-        f"  write {format_mib_rate(interval.fuse_bytes_per_s('write'))}"
-        f"  ops {interval.fuse_ops_per_s:.0f}/s"
-        f"  errors {format_count(interval.fuse_errors)}"
-        f" ({format_count(sum(snap.fuse_errors.values()))} since mount)",
-        f"UFS       {ufs_rates or format_mib_rate(0.0)}"
-        f"  requests {interval.ufs_requests_per_s:.1f}/s"
-        f"  errors {format_count(interval.ufs_errors)}"
-        f" ({format_count(sum(snap.ufs_errors.values()))} since mount)",
-        f"Prefetch  {format_mib_rate(rate(interval.prefetch_bytes))}"
-        f"  (fetched {format_size(snap.prefetch_bytes)}"
-        f", used {format_size(snap.prefetch_used_bytes)}"
-        f", wasted {format_size(snap.prefetch_wasted_bytes)})",
-        f"Write-back {f.get('write_mode', '?')}: pending {format_count(snap.writeback.files)} files"
-        f" {format_size(snap.writeback.bytes)}"
-        f", oldest {snap.writeback.oldest_age:.0f} s"
-        f", overdue {format_count(snap.writeback.overdue)}"
-        f"  (uploaded {format_size(snap.writeback.uploaded_bytes)}"
-        f", failed attempts {format_count(snap.writeback.failures)})",
-        f"Opens     {f.get('opens', '?')}",
-    ]
+    mount = "endpoint" not in f  # else a process without a mount (stats_source.py)
+    lines = _mount_lines(snap, interval) if mount else _endpoint_lines(snap, interval)
     hits = [["Cache", "hit now", "hit all", "hits", "misses", "hit bytes", "miss bytes", "evict"]]
     fills = [["Fill", "held", "capacity", "used", "blocks"]]
     for name, t in snap.tiers.items():
@@ -538,11 +520,65 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
                 format_count(h.count),
             ]
         )
-    lines += _table(latency) if ops else ["Latency   (no FUSE requests yet)"]
+    if mount:
+        lines += _table(latency) if ops else ["Latency   (no FUSE requests yet)"]
+    if snap.gateway:
+        lines += _table(gateway_rows(snap.gateway, format_seconds, format_size))
     if snap.group:
         lines += _table(group_rows(snap.group, format_percent, format_seconds, format_size))
     if snap.jobs:
         lines += _table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
-    else:
+    elif mount:
         lines.append("Jobs      (none announced: see cloudfs.hints)")
+    return lines
+
+
+def _ufs_line(snap: Snapshot, interval: Interval, since: str = "mount") -> str:
+    ufs_rates = "  ".join(
+        f"{d} {format_mib_rate(interval.rate(n))}" for d, n in sorted(interval.ufs_bytes.items())
+    )
+    return (
+        f"UFS       {ufs_rates or format_mib_rate(0.0)}"
+        f"  requests {interval.ufs_requests_per_s:.1f}/s"
+        f"  errors {format_count(interval.ufs_errors)}"
+        f" ({format_count(sum(snap.ufs_errors.values()))} since {since})"
+    )
+
+
+def _endpoint_lines(snap: Snapshot, interval: Interval) -> list[str]:
+    """The head of the view of a process without a mount: what it fetched from the UFS."""
+    return [
+        f"CloudFS {snap.facts['endpoint']}",
+        f"Rates over the last {interval.seconds:.1f} s, other numbers since the process started",
+        _ufs_line(snap, interval, "start"),
+    ]
+
+
+def _mount_lines(snap: Snapshot, interval: Interval) -> list[str]:
+    """The head of a mount's view: the mount, FUSE, UFS, prefetch and write-back."""
+    f = snap.facts
+    rate = interval.rate
+    lines = [
+        f"CloudFS {f.get('mountpoint', '?')} <- {f.get('ufs', '?')}  pid {f.get('pid', '?')}"
+        f"  policy {f.get('cache_policy', '?')}"
+        f"  block {format_size(float(f.get('block_size', 0) or 0))}",
+        f"Rates over the last {interval.seconds:.1f} s, other numbers since mount",
+        f"FUSE      read {format_mib_rate(interval.fuse_bytes_per_s('read'))}"
+        f"  write {format_mib_rate(interval.fuse_bytes_per_s('write'))}"
+        f"  ops {interval.fuse_ops_per_s:.0f}/s"
+        f"  errors {format_count(interval.fuse_errors)}"
+        f" ({format_count(sum(snap.fuse_errors.values()))} since mount)",
+        _ufs_line(snap, interval),
+        f"Prefetch  {format_mib_rate(rate(interval.prefetch_bytes))}"
+        f"  (fetched {format_size(snap.prefetch_bytes)}"
+        f", used {format_size(snap.prefetch_used_bytes)}"
+        f", wasted {format_size(snap.prefetch_wasted_bytes)})",
+        f"Write-back {f.get('write_mode', '?')}: pending {format_count(snap.writeback.files)} files"
+        f" {format_size(snap.writeback.bytes)}"
+        f", oldest {snap.writeback.oldest_age:.0f} s"
+        f", overdue {format_count(snap.writeback.overdue)}"
+        f"  (uploaded {format_size(snap.writeback.uploaded_bytes)}"
+        f", failed attempts {format_count(snap.writeback.failures)})",
+        f"Opens     {f.get('opens', '?')}",
+    ]
     return lines

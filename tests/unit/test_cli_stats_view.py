@@ -285,7 +285,7 @@ def test_the_json_snapshot_shape() -> None:
     m.fuse_errors.labels("lookup", "ENOENT").inc(2)
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
     assert set(doc) == {
-        "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "group",
+        "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "group", "gateway",
     }  # fmt: skip
     assert doc["mount"] == FACTS
     assert doc["tiers"]["memory"] == {
