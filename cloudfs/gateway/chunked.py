@@ -215,6 +215,8 @@ class ChunkedBody(io.RawIOBase):
         while True:
             line = self._source.readline(MAX_LINE + 1)
             if not line:  # some SDKs end the body without the final empty line
+                if self._source.remaining:  # but Content-Length promised more
+                    raise incomplete(self._resource)
                 break
             if not line.endswith(b"\n"):
                 raise self._malformed_trailer()
