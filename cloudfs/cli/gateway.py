@@ -52,6 +52,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--region", default="us-east-1", help="the region buckets are in (us-east-1)")
     p.add_argument("--block-size", default="4M", help="cache block size: the mounts' (4M)")
     p.add_argument("--memory-cache-size", default="1G", help="in-memory block cache (1G)")
+    p.add_argument(
+        "--meta-ttl", default="1", help="seconds a directory is trusted without asking (1)"
+    )
     p.add_argument("--staging-dir", help="staged uploads and multipart parts (a temp dir)")
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
@@ -82,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         block_size=args.block_size,
         memory_cache_size=args.memory_cache_size,
         s3_endpoint=args.s3_endpoint,
+        meta_ttl=args.meta_ttl,
     )
     check_can_listen(host, port)
     staging = args.staging_dir or tempfile.mkdtemp(prefix="cloudfs-gateway-")

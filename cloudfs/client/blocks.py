@@ -19,11 +19,21 @@ every process, so its blocks are not put in memory here too (that would hold
 them twice, once per process). Only where no mount serves it is the block read
 from the store and kept here: exactly the path without a mount.
 
+Sequential readers have the blocks after the one they read fetched ahead
+(``prefetch``) on a few threads of their own, so a cold file streams at the
+rate of several GETs in flight rather than one at a time; a read of a block
+being fetched ahead joins that fetch (``ThreadFlights``) instead of sending a
+second.
+
 Thread-safe; its connections to the mount are per thread and per process, and
 the store's too, so a forked process builds a new one (``VolumeHandle``).
 """
 
 from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from cloudfs.cache.interface import BlockTier
 from cloudfs.client.local_mount import LocalMount
@@ -34,11 +44,14 @@ from cloudfs.data.blocks import (
     blocks_for_range,
     consecutive_runs,
 )
-from cloudfs.errors import ObjectChanged
+from cloudfs.errors import FsError, ObjectChanged
 from cloudfs.peers.flights import ThreadFlights
 from cloudfs.ufs.interface import ObjectStore
 
+log = logging.getLogger(__name__)
+
 MAX_RUN_BLOCKS = 8  # one GET covers at most this many blocks (32 MiB of 4 MiB blocks)
+AHEAD_THREADS = 4  # blocks fetched ahead at once, for all the process's readers
 
 
 class BlockFetcher:
@@ -57,6 +70,9 @@ class BlockFetcher:
         self._salt = salt
         self.block_size = block_size
         self._flights: ThreadFlights[str, bytes] = ThreadFlights()
+        self._ahead: set[str] = set()  # keys being fetched ahead
+        self._ahead_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def read(self, ref: ObjectRef, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``ref`` (short at its end)."""
@@ -81,9 +97,41 @@ class BlockFetcher:
         joined = b"".join(memoryview(blocks[i]) for i in indexes)
         return joined[start - first : end - first]
 
+    def prefetch(self, ref: ObjectRef, start: int, end: int) -> None:
+        """Fetch the blocks of ``[start, end)`` in the background, into memory (or
+        the node's mount), unless there or on their way already."""
+        end = min(end, ref.size)
+        if end <= start:
+            return
+        for index in blocks_for_range(start, end, self.block_size):
+            key = self._key(ref, index)
+            if self._memory.contains(key):
+                continue
+            with self._ahead_lock:
+                if key in self._ahead:
+                    continue
+                self._ahead.add(key)
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(AHEAD_THREADS, "cloudfs-ahead")
+                self._pool.submit(self._fetch_ahead, ref, index, key)
+
     def close(self) -> None:
+        with self._ahead_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         if self._local is not None:
             self._local.close()
+
+    def _fetch_ahead(self, ref: ObjectRef, index: int, key: str) -> None:
+        try:
+            if not self._memory.contains(key) and self._from_mount(ref, index) is None:
+                self._fetch_run(ref, [index])
+        except (FsError, OSError) as e:  # the reader's own read meets it, and says so
+            log.debug("fetching %s block %d ahead: %s", ref.key, index, e)
+        finally:
+            with self._ahead_lock:
+                self._ahead.discard(key)
 
     def _from_mount(self, ref: ObjectRef, index: int) -> bytes | None:
         """The block from the node's mount, or None where none serves it."""

@@ -133,4 +133,6 @@ def open_mount(mount: mountinfo.Mount, options: ClientOptions, metrics: Metrics)
         socket = paths.local_blocks_socket(facts.salt, mount.mount_point)
         local = LocalMount(facts.salt, facts.ufs, facts.block_size, metrics, find=lambda: [socket])
     blocks = BlockFetcher(store, memory, facts.salt, facts.block_size, local)
-    return VolumeHandle.from_parts(mount.mount_point, facts.ufs, meta, store, blocks)
+    return VolumeHandle.from_parts(
+        mount.mount_point, facts.ufs, meta, store, blocks, options.meta_ttl
+    )

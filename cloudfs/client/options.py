@@ -44,6 +44,8 @@ class ClientOptions:
     timeout: float = 10.0  # per tree call (listing calls get 120 s, as in a mount)
     # Read through a mount of the volume on this node when one serves its blocks.
     local_mount: bool = True
+    # Seconds a resolved directory is trusted without asking the tree (names.py); 0: never.
+    meta_ttl: float = 1.0
 
     def tree(self, volume: str) -> TreeUri:
         """The ``grpc://`` form of ``volume``: what a mount of it is named and salts its
@@ -63,6 +65,7 @@ def client_options(
     s3_region: str | None = None,
     timeout: float | None = None,
     local_mount: bool = True,
+    meta_ttl: float | None = None,
 ) -> ClientOptions:
     """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
     server = meta_server or os.environ.get(META_SERVER_ENV) or ""
@@ -79,7 +82,20 @@ def client_options(
         s3=S3Config(endpoint_url=s3_endpoint, region=s3_region),
         timeout=10.0 if timeout is None else float(timeout),
         local_mount=bool(local_mount),
+        meta_ttl=_seconds(meta_ttl, 1.0, "meta_ttl"),
     )
+
+
+def _seconds(value: float | str | None, default: float, what: str) -> float:
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise UsageError(f"{what}: {value!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):
+        raise UsageError(f"{what}: {value!r} must be 0 or more seconds")
+    return seconds
 
 
 def _size(value: int | str | None, default: int, what: str) -> int:

@@ -31,7 +31,9 @@ import time
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.client.blocks import BlockFetcher
 from cloudfs.client.local_mount import LocalMount
+from cloudfs.client.names import DirectoryCache
 from cloudfs.client.options import ClientOptions
+from cloudfs.client.readahead import SequentialReads
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.errors import (
     AlreadyExists,
@@ -55,6 +57,8 @@ DIR_MODE = stat.S_IFDIR | 0o755
 READDIR_PAGE = 1000
 
 Parts = tuple[bytes, ...]  # the path's names below the volume's root
+# Below a cached directory, what a dead inode answers: resolve again from the root.
+STALE_BELOW = (errno.ENOENT, errno.ENOTDIR, errno.ESTALE)
 
 
 class VolumeHandle:
@@ -75,6 +79,7 @@ class VolumeHandle:
         if options.local_mount:  # a grpc:// mount of the volume salts as tree.cache_id
             local = LocalMount(tree.cache_id, spec.ufs_uri, options.block_size, metrics)
         self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size, local)
+        self._dirs = DirectoryCache(options.meta_ttl)
 
     @classmethod
     def from_parts(
@@ -84,6 +89,7 @@ class VolumeHandle:
         meta: GrpcMeta,
         store: MeteredObjectStore,
         blocks: BlockFetcher,
+        meta_ttl: float,
     ) -> VolumeHandle:
         """A handle built from pieces another way found (``cloudfs.client.local``: a mount
         on this node says where its tree is and how it salts its blocks)."""
@@ -93,6 +99,7 @@ class VolumeHandle:
         handle.meta = meta
         handle.store = store
         handle.blocks = blocks
+        handle._dirs = DirectoryCache(meta_ttl)
         return handle
 
     def close(self) -> None:
@@ -102,12 +109,28 @@ class VolumeHandle:
     # -- names ----------------------------------------------------------------
 
     def resolve(self, parts: Parts) -> Attr:
-        """The attributes of the path (symlinks are not followed)."""
-        attr = self.meta.getattr(ROOT_INODE)
-        for name in parts:
-            if not attr.is_dir:
+        """The attributes of the path (symlinks are not followed): the last name's
+        from the tree, its directories' from ``DirectoryCache`` where fresh."""
+        if not parts:
+            return self.meta.getattr(ROOT_INODE)
+        depth, start = self._dirs.deepest(parts[:-1])
+        try:
+            return self._walk(parts, depth, start)
+        except FsError as e:
+            if depth == 0 or e.errno not in STALE_BELOW:
+                raise
+            self._dirs.forget(parts[:depth])  # gone since: ask the tree from the root
+            return self._walk(parts, 0, None)
+
+    def _walk(self, parts: Parts, depth: int, start: Attr | None) -> Attr:
+        """Look ``parts[depth:]`` up from ``start`` (``parts[:depth]``; None: the root)."""
+        attr = start
+        for i in range(depth, len(parts)):
+            if attr is not None and not attr.is_dir:
                 raise NotADirectory()
-            attr = self.meta.lookup(attr.inode, name)
+            attr = self.meta.lookup(attr.inode if attr else ROOT_INODE, parts[i])
+            self._dirs.put(parts[: i + 1], attr)
+        assert attr is not None  # parts is not empty
         return attr
 
     def listdir(self, inode: InodeId) -> list[DirEntry]:
@@ -123,7 +146,7 @@ class VolumeHandle:
         """The directory at ``parts``, made with its missing parents (another writer
         making one at the same time is fine)."""
         inode = ROOT_INODE
-        for name in parts:
+        for i, name in enumerate(parts):
             try:
                 attr = self.meta.lookup(inode, name)
             except NotFound:
@@ -133,6 +156,7 @@ class VolumeHandle:
                     attr = self.meta.lookup(inode, name)
             if not attr.is_dir:
                 raise NotADirectory(f"{os.fsdecode(name)} is not a directory")
+            self._dirs.put(parts[: i + 1], attr)
             inode = attr.inode
         return inode
 
@@ -147,6 +171,7 @@ class VolumeHandle:
         parent = self.resolve(parts[:-1])
         attr = self.meta.lookup(parent.inode, parts[-1])
         if attr.is_dir:
+            self._dirs.forget(parts)
             self.meta.rmdir(parent.inode, parts[-1])
         else:
             self.meta.unlink(parent.inode, parts[-1])
@@ -158,24 +183,38 @@ class VolumeHandle:
         src_parent = self.resolve(src[:-1])
         self.meta.lookup(src_parent.inode, src[-1])  # NotFound before anything is made
         dst_parent = self.makedirs(dst[:-1])
+        self._dirs.forget(src)
+        self._dirs.forget(dst)  # a directory it replaces
         self.meta.rename(src_parent.inode, src[-1], dst_parent, dst[-1])
 
     # -- bytes ----------------------------------------------------------------
 
-    def object_ref(self, attr: Attr) -> ObjectRef:
-        """The object version that holds a file's bytes now."""
+    def object_ref(self, attr: Attr, parts: Parts) -> ObjectRef:
+        """The object version that holds the bytes of the file at ``parts`` now."""
         if not attr.is_reg:
             raise IsADirectory() if attr.is_dir else InvalidArgument("not a regular file")
         if not attr.etag:
             if attr.size:  # a mount's write-back journal holds them until the upload
                 raise FsError("the file's bytes are not uploaded yet", errno=errno.EBUSY)
             return ObjectRef("", "", 0)
-        return ObjectRef(self.meta.object_key(attr.inode), attr.etag, attr.size)
+        return ObjectRef(self._object_key(attr, parts), attr.etag, attr.size)
+
+    def _object_key(self, attr: Attr, parts: Parts) -> str:
+        """A file's key is its path (``Meta.object_key``): the tree is asked only for a
+        file with several names, whose key is its first name's."""
+        if attr.nlink == 1:  # the tree's own spelling of names in keys (names.py)
+            return "/".join(name.decode("utf-8", "surrogateescape") for name in parts)
+        return self.meta.object_key(attr.inode)
 
     def read(self, ref: ObjectRef, start: int, end: int) -> bytes:
         if ref.size == 0:
             return b""
         return self.blocks.read(ref, start, end)
+
+    def reads(self, ref: ObjectRef, at: int = 0, limit: int | None = None) -> SequentialReads:
+        """``read`` for one open file: sequential reads (from ``at``) have what follows
+        fetched ahead, up to ``limit`` (None: the end)."""
+        return SequentialReads(self.blocks, ref, at=at, limit=limit)
 
     def check_target(self, parts: Parts, *, exclusive: bool) -> None:
         """Fail now, before anything is staged, where ``commit`` would fail for the

@@ -17,11 +17,12 @@ mount's tree service) and how it keys its blocks (``cloudfs.client.local``);
 names keep their leading "/". It needs no tree service and only the mount's
 user may use it. What it commits reaches the mount's kernel caches at once.
 
-Storage options (see ``cloudfs.client.options.client_options``): ``meta_server`` and ``token``
-(else ``$CLOUDFS_META_SERVER`` and ``$CLOUDFS_META_TOKEN``), ``block_size``
-(the mount's ``--block-size``, 4M: the same blocks), ``memory_cache_size``,
-``s3_endpoint``, ``s3_region``, ``timeout``, ``staging_dir``, ``local_mount``
-(False: never read through a mount on this node); ``metrics``, a
+Storage options: those of ``cloudfs.client.options.client_options``
+(``meta_server`` and ``token``, else ``$CLOUDFS_META_SERVER`` and
+``$CLOUDFS_META_TOKEN``; ``block_size``, the mount's ``--block-size``, 4M: the
+same blocks; ``memory_cache_size``, ``s3_endpoint``, ``s3_region``,
+``timeout``, ``local_mount``, False: never read through a mount on this node;
+``meta_ttl``, seconds a directory is trusted, 1), then ``staging_dir``; ``metrics``, a
 ``cloudfs.metrics.Metrics`` to count on (not part of the instance's identity),
 and ``metrics_address="HOST:PORT"`` to serve them to Prometheus as a mount's
 ``--metrics`` does: UFS requests and bytes (``cloudfs_ufs_*``), block-cache hits
@@ -35,6 +36,7 @@ Errors reach callers as the builtin ``OSError`` subclasses of their errno
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import shutil
 from datetime import datetime, timezone
@@ -46,6 +48,7 @@ from cloudfs import mountinfo
 from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.client import local
 from cloudfs.client.options import NO_SERVER, client_options
+from cloudfs.client.readahead import SequentialReads
 from cloudfs.client.volume import Parts, VolumeHandle
 from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
@@ -56,6 +59,7 @@ from cloudfs.metrics import Metrics
 from cloudfs.types import Attr
 
 PROTOCOL = "cloudfs"
+CLIENT_OPTIONS = tuple(inspect.signature(client_options).parameters)
 
 
 class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is untyped
@@ -66,25 +70,16 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
     def __init__(
         self,
         *args: Any,
-        meta_server: str | None = None,
-        token: str | None = None,
-        block_size: int | str | None = None,
-        memory_cache_size: int | str | None = None,
-        s3_endpoint: str | None = None,
-        s3_region: str | None = None,
-        timeout: float | None = None,
         staging_dir: str | None = None,
         metrics: Metrics | None = None,
         metrics_address: str | None = None,
-        local_mount: bool = True,
         **kwargs: Any,
     ) -> None:
+        """``kwargs``: ``client_options``' and then fsspec's own (``skip_instance_cache``...)."""
+        ours = {name: kwargs.pop(name) for name in CLIENT_OPTIONS if name in kwargs}
         super().__init__(*args, **kwargs)
         try:
-            self.options = client_options(
-                meta_server, token, block_size, memory_cache_size, s3_endpoint, s3_region,
-                timeout, local_mount,
-            )  # fmt: skip
+            self.options = client_options(**ours)
         except UsageError as e:  # options, not a path: what Python says of a bad argument
             raise ValueError(str(e)) from None
         self.staging_dir = staging_dir
@@ -200,7 +195,7 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         volume, parts = self._split(path)
         handle = self._volume(path, volume)
         with translated(path):
-            ref = handle.object_ref(handle.resolve(parts))
+            ref = handle.object_ref(handle.resolve(parts), parts)
             begin, stop = _range(ref.size, start, end)
             return handle.read(ref, begin, stop)
 
@@ -218,10 +213,11 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         name = self._strip_protocol(path)
         if mode == "rb":
             with translated(path):
-                ref = handle.object_ref(handle.resolve(parts))
+                ref = handle.object_ref(handle.resolve(parts), parts)
+            reads = handle.reads(ref)
             return CloudFile(
                 self, name, mode, size=ref.size,
-                fetch=lambda begin, stop: self._read(handle, ref, path, begin, stop),
+                fetch=lambda begin, stop: self._read(reads, path, begin, stop),
                 block_size=block_size, cache_options=cache_options, **kwargs,
             )  # fmt: skip
         if mode not in ("wb", "xb", "ab"):
@@ -244,9 +240,9 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
         )  # fmt: skip
 
     @staticmethod
-    def _read(handle: VolumeHandle, ref: Any, path: str, begin: int, stop: int) -> bytes:
+    def _read(reads: SequentialReads, path: str, begin: int, stop: int) -> bytes:
         with translated(path):
-            return handle.read(ref, begin, stop)
+            return reads(begin, stop) if begin < stop else b""
 
     # -- namespace changes --------------------------------------------------------
 

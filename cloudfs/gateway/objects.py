@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
+from cloudfs.client.readahead import SequentialReads
 from cloudfs.client.volume import VolumeHandle
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.errors import AlreadyExists, FsError, NotADirectory, NotEmpty, NotFound
@@ -36,7 +37,7 @@ EMPTY_ETAG = hashlib.md5(b"", usedforsecurity=False).hexdigest()
 CONTENT_TYPE = "binary/octet-stream"
 MAX_PUT = 5 * 1024**3  # S3's largest single PUT
 STAGE_CHUNK = 1024 * 1024
-READ_AHEAD = 8 * 1024 * 1024  # read before the headers (see _read_ahead)
+FIRST_BYTES = 8 * 1024 * 1024  # read before the headers (see _first_bytes)
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
@@ -71,7 +72,7 @@ def get_object(gw: Gateway, req: Request, *, head: bool = False) -> Response:
     path = parse_key(req.key, bucket=req.bucket)
     for attempt in (1, 2):
         attr = _resolve(handle, path, req.resource)
-        ref = handle.object_ref(attr) if attr.is_reg else ObjectRef("", "", 0)
+        ref = handle.object_ref(attr, path.parts) if attr.is_reg else ObjectRef("", "", 0)
         not_modified = _preconditions(req, attr)
         headers = {
             "ETag": quoted_etag(attr),
@@ -89,23 +90,24 @@ def get_object(gw: Gateway, req: Request, *, head: bool = False) -> Response:
         if head:
             return Response(status, headers, b"", length=end - start)
         try:  # the first bytes before any header: a changed object is looked up again
-            first = _read_ahead(gw, handle, ref, start, end)
+            reads = handle.reads(ref, at=start, limit=end)
+            first = _first_bytes(gw, reads, start, end)
         except FsError as e:
             if e.errno == errno.ESTALE and attempt == 1:
                 continue
             raise
-        return Response(status, headers, _blocks(gw, handle, ref, start, end, first), end - start)
+        return Response(status, headers, _blocks(gw, reads, start, end, first), end - start)
     raise AssertionError("unreachable")
 
 
-def _read_ahead(gw: Gateway, handle: VolumeHandle, ref: ObjectRef, start: int, end: int) -> bytes:
-    """Up to ``READ_AHEAD`` bytes from ``start``, whole blocks: an object that small is
+def _first_bytes(gw: Gateway, reads: SequentialReads, start: int, end: int) -> bytes:
+    """Up to ``FIRST_BYTES`` bytes from ``start``, whole blocks: an object that small is
     read before its headers go out, so one replaced meanwhile is looked up again
     instead of being cut short mid-body."""
     chunks = []
-    pos, limit = start, min(end, start + max(READ_AHEAD, gw.block_size))
+    pos, limit = start, min(end, start + max(FIRST_BYTES, gw.block_size))
     while pos < limit:
-        data = _read_block(gw, handle, ref, pos, end)
+        data = _read_block(gw, reads, pos, end)
         if not data:
             raise FsError("the object ended early", errno=errno.ESTALE)
         chunks.append(data)
@@ -113,19 +115,19 @@ def _read_ahead(gw: Gateway, handle: VolumeHandle, ref: ObjectRef, start: int, e
     return b"".join(chunks)
 
 
-def _read_block(gw: Gateway, handle: VolumeHandle, ref: ObjectRef, pos: int, end: int) -> bytes:
+def _read_block(gw: Gateway, reads: SequentialReads, pos: int, end: int) -> bytes:
     """The bytes from ``pos`` to the end of its cache block (or ``end``)."""
     stop = min(end, (pos // gw.block_size + 1) * gw.block_size)
-    return handle.read(ref, pos, stop) if pos < stop else b""
+    return reads(pos, stop) if pos < stop else b""
 
 
 def _blocks(
-    gw: Gateway, handle: VolumeHandle, ref: ObjectRef, start: int, end: int, first: bytes
+    gw: Gateway, reads: SequentialReads, start: int, end: int, first: bytes
 ) -> Iterator[bytes]:
     yield first
     pos = start + len(first)
     while pos < end:
-        data = _read_block(gw, handle, ref, pos, end)
+        data = _read_block(gw, reads, pos, end)
         if not data:
             raise FsError("the object ended early", errno=errno.ESTALE)  # it changed
         yield data
@@ -366,7 +368,7 @@ def stage_copy(gw: Gateway, req: Request, span: tuple[int, int] | None = None) -
         attr = _resolve(handle, path, resource)
     except FsError as e:
         raise s3_error(e, resource) from e
-    ref = handle.object_ref(attr) if attr.is_reg else ObjectRef("", "", 0)
+    ref = handle.object_ref(attr, path.parts) if attr.is_reg else ObjectRef("", "", 0)
     _copy_preconditions(req, attr)
     start, end = span or (0, ref.size)
     if span and end > ref.size:
@@ -377,9 +379,8 @@ def stage_copy(gw: Gateway, req: Request, span: tuple[int, int] | None = None) -
     fd, staged = tempfile.mkstemp(prefix="copy-", dir=gw.staging_dir)
     try:
         with os.fdopen(fd, "wb") as out:
-            for block in _blocks(
-                gw, handle, ref, start, end, _read_block(gw, handle, ref, start, end)
-            ):
+            reads = handle.reads(ref, at=start, limit=end)
+            for block in _blocks(gw, reads, start, end, _read_block(gw, reads, start, end)):
                 out.write(block)
         return staged, attr
     except BaseException:

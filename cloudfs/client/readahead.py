@@ -1,0 +1,43 @@
+"""SequentialReads: the reads of one open file, with the blocks after them fetched ahead.
+
+A file read front to back (a shard, a video, a tar of samples) asks for the next
+bytes where the last read ended; each such read has the ``window`` bytes after it
+fetched in the background (``BlockFetcher.prefetch``), so the next reads find
+them cached or on their way, up to ``limit`` (the file's end; a ranged GET's
+end at the S3 gateway). A read elsewhere (a Parquet footer, a seek) fetches
+nothing ahead: random readers pay no GETs they did not ask for.
+"""
+
+from __future__ import annotations
+
+from cloudfs.client.blocks import BlockFetcher
+from cloudfs.data.blocks import ObjectRef
+
+AHEAD_BLOCKS = 4  # as a mount's --readahead-blocks
+
+
+class SequentialReads:
+    def __init__(
+        self,
+        blocks: BlockFetcher,
+        ref: ObjectRef,
+        *,
+        at: int = 0,
+        limit: int | None = None,
+        ahead_blocks: int = AHEAD_BLOCKS,
+    ) -> None:
+        """``at``: where the first sequential read starts; ``limit``: no block from there
+        on is fetched ahead (None: the file's end)."""
+        self._blocks = blocks
+        self._ref = ref
+        self._window = ahead_blocks * blocks.block_size
+        self._next = at  # where a sequential reader reads next
+        self._limit = ref.size if limit is None else min(limit, ref.size)
+
+    def __call__(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the file (short at its end)."""
+        if start == self._next and self._window:
+            self._blocks.prefetch(self._ref, end, min(end + self._window, self._limit))
+        data = self._blocks.read(self._ref, start, end)
+        self._next = start + len(data)
+        return data
