@@ -129,9 +129,7 @@ def test_a_bad_meta_ttl_is_a_value_error(tree: TreeServer, bad: object) -> None:
         CloudFileSystem(meta_server=tree.address, meta_ttl=bad, skip_instance_cache=True)
 
 
-def test_sequential_reads_fetch_the_next_blocks_ahead(
-    tree: TreeServer, volume: Volume
-) -> None:
+def test_sequential_reads_fetch_the_next_blocks_ahead(tree: TreeServer, volume: Volume) -> None:
     data = os.urandom(5 * MiB + 7)  # blocks of 1 MiB: six
     writer = CloudFileSystem(meta_server=tree.address, skip_instance_cache=True)
     fs = CloudFileSystem(
