@@ -47,7 +47,6 @@ from bench.nofusesystems import (  # noqa: E402
     S3FS_PYTHON,
     World,
     all_systems,
-    fsspec_supports_local_mount,
     s3fs_version,
 )
 from bench.systems import Context, unmount_leftovers  # noqa: E402
@@ -73,9 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--systems", default="", help="comma-separated names to run (default: all)")
     p.add_argument(
         "--local-mount",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="also fsspec via a local mount (auto: when CloudFileSystem has local_mount)",
+        choices=("on", "off"),
+        default="on",
+        help="also fsspec via a local mount (on)",
     )
     p.add_argument("--gateway-s3fs", action="store_true", help="also s3fs through the gateway")
     p.add_argument("--s3fs-python", default=S3FS_PYTHON, help="the s3fs venv's interpreter")
@@ -186,9 +185,7 @@ def run(args: argparse.Namespace) -> Path:
 
 def pick(args: argparse.Namespace, world: World, data: dict[str, Any]) -> list[Any]:
     """The systems to run (available ones, of those asked for); the rest noted as skipped."""
-    local_mount = args.local_mount == "on" or (
-        args.local_mount == "auto" and fsspec_supports_local_mount()
-    )
+    local_mount = args.local_mount == "on"
     wanted = {s for s in args.systems.split(",") if s}
     chosen = []
     for system in all_systems(world, local_mount, args.gateway_s3fs):

@@ -10,7 +10,6 @@ every CloudFS system).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import signal
 import socket
@@ -133,12 +132,6 @@ class FuseMount(NoFuseSystem):
             yield FileRunner(m.root, self.world.timeout, m.abort)
 
 
-def fsspec_supports_local_mount() -> bool:
-    from cloudfs.fsspec import CloudFileSystem
-
-    return "local_mount" in inspect.signature(CloudFileSystem.__init__).parameters
-
-
 class Fsspec(NoFuseSystem):
     """``cloudfs://`` in a client process of its own; ``via_mount``: beside a fresh mount of
     the volume, reading through its block cache (storage option ``local_mount``)."""
@@ -160,19 +153,13 @@ class Fsspec(NoFuseSystem):
             self.label = "cloudfs:// fsspec via a local mount"
             self.how = "the same, `local_mount=True`, beside a fresh FUSE mount of the volume"
 
-    def available(self) -> str | None:
-        if self.via_mount and not fsspec_supports_local_mount():
-            return "CloudFileSystem has no local_mount option in this checkout"
-        return None
-
     def spec(self) -> dict[str, Any]:
         options: dict[str, Any] = {
             "meta_server": self.world.tree,
             "s3_endpoint": self.world.ctx.endpoint,
             "memory_cache_size": MEMORY_CACHE,
+            "local_mount": self.via_mount,
         }
-        if fsspec_supports_local_mount():
-            options["local_mount"] = self.via_mount
         return {"client": "cloudfs", "options": options, "root": self.world.volume}
 
     @contextlib.contextmanager

@@ -22,12 +22,15 @@ working set displaces an old one after a while.
 
 The frequency sketch is a count-min sketch of 4-bit counters (4 rows, the
 width a power of two of at least 8 counters per cached block), indexed by
-double hashing of Python's (per-process, SipHash) string hash. Memory is a few
-bytes per cached block. Not thread-safe: the owning tier calls it under its lock.
+double hashing of the key's 64-bit BLAKE2b digest: the same in every process,
+so a cache's admissions (and a test of them) do not vary with Python's
+per-process string hash seed. Memory is a few bytes per cached block. Not
+thread-safe: the owning tier calls it under its lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Protocol
 
 POLICIES = ("tinylfu", "lru")
@@ -70,7 +73,7 @@ class FrequencySketch:
         self._additions = 0
 
     def _slots(self, key: str) -> list[int]:
-        h = hash(key)
+        h = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
         step = (h >> 32) | 1
         return [(h + i * step) & self._mask for i in range(_ROWS)]
 

@@ -16,8 +16,10 @@ of another version are never cached or returned; the caller gets
 A block not in memory is asked of a mount of the volume on this node first
 (``LocalMount``, when there is one): the mount's tiers are then the one cache of
 every process, so its blocks are not put in memory here too (that would hold
-them twice, once per process). Only where no mount serves it is the block read
-from the store and kept here: exactly the path without a mount.
+them twice, once per process), only in a small window of the last few
+(``MountWindow``): the block a reader reads in 1 MiB pieces and the blocks
+fetched ahead of it cross the socket once. Only where no mount serves it is the
+block read from the store and kept in memory: exactly the path without a mount.
 
 Sequential readers have the blocks after the one they read fetched ahead
 (``prefetch``) on a few threads of their own, so a cold file streams at the
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from cloudfs.cache.interface import BlockTier
@@ -51,7 +54,10 @@ from cloudfs.ufs.interface import ObjectStore
 log = logging.getLogger(__name__)
 
 MAX_RUN_BLOCKS = 8  # one GET covers at most this many blocks (32 MiB of 4 MiB blocks)
-AHEAD_THREADS = 4  # blocks fetched ahead at once, for all the process's readers
+AHEAD_THREADS = 4  # GETs ahead at once, for all the process's readers
+AHEAD_RUN_BLOCKS = 2  # blocks per GET ahead: 8 MiB, a mount's --readahead-part-size
+WINDOW_BLOCKS = 12  # blocks from the mount held here: a read's and those fetched ahead
+AHEAD_WAIT = 60.0  # seconds a reader waits for a block on its way before its own GET
 
 
 class BlockFetcher:
@@ -62,15 +68,18 @@ class BlockFetcher:
         salt: str,
         block_size: int,
         local: LocalMount | None = None,
+        window_blocks: int = WINDOW_BLOCKS,
     ) -> None:
-        """``local``: the mount to ask first (None: the store only)."""
+        """``local``: the mount to ask first (None: the store only); ``window_blocks``:
+        how many of its blocks to hold (``MountWindow``)."""
         self._store = store
         self._memory = memory
         self._local = local
         self._salt = salt
         self.block_size = block_size
         self._flights: ThreadFlights[str, bytes] = ThreadFlights()
-        self._ahead: set[str] = set()  # keys being fetched ahead
+        self._window = MountWindow(window_blocks)
+        self._ahead: dict[str, threading.Event] = {}  # keys on their way: set when there
         self._ahead_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -84,7 +93,9 @@ class BlockFetcher:
         blocks: dict[int, bytes] = {}
         missing: list[int] = []
         for index in indexes:
-            data = self._memory.get(self._key(ref, index), block_length(index, ref.size, bs))
+            key = self._key(ref, index)
+            self._await_ahead(key)  # on its way: one GET, not two
+            data = self._memory.get(key, block_length(index, ref.size, bs))
             if data is None:
                 data = self._from_mount(ref, index)
             if data is None:
@@ -98,46 +109,69 @@ class BlockFetcher:
         return joined[start - first : end - first]
 
     def prefetch(self, ref: ObjectRef, start: int, end: int) -> None:
-        """Fetch the blocks of ``[start, end)`` in the background, into memory (or
-        the node's mount), unless there or on their way already."""
+        """Fetch the blocks of ``[start, end)`` in the background, into memory (or the
+        node's mount, a block at a time), unless there or on their way already."""
         end = min(end, ref.size)
         if end <= start:
             return
-        for index in blocks_for_range(start, end, self.block_size):
-            key = self._key(ref, index)
-            if self._memory.contains(key):
-                continue
-            with self._ahead_lock:
-                if key in self._ahead:
-                    continue
-                self._ahead.add(key)
+        with self._ahead_lock:
+            missing = []
+            for index in blocks_for_range(start, end, self.block_size):
+                key = self._key(ref, index)
+                if key not in self._ahead and not self._memory.contains(key):
+                    missing.append(index)
+            run_blocks = 1 if self._local is not None else AHEAD_RUN_BLOCKS
+            for run in consecutive_runs(missing, run_blocks):
+                for index in run:
+                    self._ahead[self._key(ref, index)] = threading.Event()
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(AHEAD_THREADS, "cloudfs-ahead")
-                self._pool.submit(self._fetch_ahead, ref, index, key)
+                self._pool.submit(self._fetch_ahead, ref, run)
 
     def close(self) -> None:
         with self._ahead_lock:
             pool, self._pool = self._pool, None
+            for cancelled in self._ahead.values():  # no reader waits for them
+                cancelled.set()
+            self._ahead.clear()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         if self._local is not None:
             self._local.close()
 
-    def _fetch_ahead(self, ref: ObjectRef, index: int, key: str) -> None:
+    def _await_ahead(self, key: str) -> None:
+        with self._ahead_lock:
+            arriving = self._ahead.get(key)
+        if arriving is not None:
+            arriving.wait(AHEAD_WAIT)
+
+    def _fetch_ahead(self, ref: ObjectRef, run: list[int]) -> None:
         try:
-            if not self._memory.contains(key) and self._from_mount(ref, index) is None:
-                self._fetch_run(ref, [index])
+            if len(run) == 1 and self._from_mount(ref, run[0]) is not None:
+                return
+            todo = [i for i in run if not self._memory.contains(self._key(ref, i))]
+            for part in consecutive_runs(todo, len(run)):
+                self._get(ref, part)
         except (FsError, OSError) as e:  # the reader's own read meets it, and says so
-            log.debug("fetching %s block %d ahead: %s", ref.key, index, e)
+            log.debug("fetching %s blocks %s ahead: %s", ref.key, run, e)
         finally:
             with self._ahead_lock:
-                self._ahead.discard(key)
+                for index in run:
+                    arrived = self._ahead.pop(self._key(ref, index), None)
+                    if arrived is not None:
+                        arrived.set()
 
     def _from_mount(self, ref: ObjectRef, index: int) -> bytes | None:
         """The block from the node's mount, or None where none serves it."""
         if self._local is None:
             return None
-        return self._local.get(ref, index)
+        key = self._key(ref, index)
+        data = self._window.get(key)
+        if data is None:
+            data = self._local.get(ref, index)
+            if data is not None:
+                self._window.put(key, data)
+        return data
 
     def _key(self, ref: ObjectRef, index: int) -> str:
         return block_key(self._salt, ref, index, self.block_size)
@@ -166,3 +200,26 @@ class BlockFetcher:
             out[index] = block
             offset += length
         return out
+
+
+class MountWindow:
+    """The last ``blocks`` blocks the mount gave, least recently used out first."""
+
+    def __init__(self, blocks: int) -> None:
+        self._blocks = blocks
+        self._held: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            data = self._held.get(key)
+            if data is not None:
+                self._held.move_to_end(key)
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._held[key] = data
+            self._held.move_to_end(key)
+            while len(self._held) > self._blocks:
+                self._held.popitem(last=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from cloudfs.client.blocks import BlockFetcher
 from cloudfs.data.blocks import ObjectRef
 
-AHEAD_BLOCKS = 4  # as a mount's --readahead-blocks
+AHEAD_BLOCKS = 8  # 32 MiB of 4 MiB blocks: AHEAD_THREADS GETs of AHEAD_RUN_BLOCKS
 
 
 class SequentialReads:

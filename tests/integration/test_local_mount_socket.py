@@ -49,7 +49,11 @@ class Node:
         return ObjectRef(key, info.etag, info.size)
 
     def client(
-        self, block_size: int = BS, find: list[Path] | None = None, probe: float = 5.0
+        self,
+        block_size: int = BS,
+        find: list[Path] | None = None,
+        probe: float = 5.0,
+        window_blocks: int = 0,
     ) -> tuple[BlockFetcher, Metrics, LocalMount]:
         metrics = Metrics()
         candidates = [self.socket] if find is None else find
@@ -58,7 +62,9 @@ class Node:
         )
         store = MeteredObjectStore(LocalObjectStore(str(self.ufs)), metrics)
         memory = MemoryBlockCache(64 * BS, metrics)
-        return BlockFetcher(store, memory, SALT, block_size, local), metrics, local
+        # no window unless asked: every read crosses the socket, as these tests count
+        fetcher = BlockFetcher(store, memory, SALT, block_size, local, window_blocks=window_blocks)
+        return fetcher, metrics, local
 
 
 @pytest.fixture
@@ -117,6 +123,24 @@ def test_blocks_come_from_the_mount_and_stay_out_of_the_clients_memory(node: Nod
     assert other.read(ref, 0, ref.size) == data
     assert gets(other_metrics) == 0
     assert count(other_metrics, "cloudfs_blockcache_hits_total", tier="mount") == 4
+
+
+def test_the_clients_window_holds_the_last_blocks_the_mount_gave(node: Node) -> None:
+    """A block read in pieces (1 MiB reads of a 4 MiB block) crosses the socket once;
+    the window holds only its last few blocks, so older ones cross again."""
+    data = os.urandom(3 * BS)
+    ref = node.put("w.bin", data)
+    fetcher, metrics, _ = node.client(window_blocks=2)
+    for start in range(0, BS, BS // 4):
+        assert fetcher.read(ref, start, start + BS // 4) == data[start : start + BS // 4]
+    assert count(metrics, "cloudfs_blockcache_misses_total", tier="mount") == 1
+    assert fetcher.read(ref, BS, 3 * BS) == data[BS:]  # two more: the first drops out
+    assert fetcher.read(ref, 0, 10) == data[:10]
+    asked = count(metrics, "cloudfs_blockcache_misses_total", tier="mount") + count(
+        metrics, "cloudfs_blockcache_hits_total", tier="mount"
+    )
+    assert asked == 4
+    assert gets(metrics) == 0
 
 
 def test_a_changed_object_is_estale_not_old_bytes(node: Node) -> None:
