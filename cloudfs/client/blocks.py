@@ -114,13 +114,14 @@ class BlockFetcher:
         end = min(end, ref.size)
         if end <= start:
             return
+        through_mount = self._local is not None and self._local.serving()
+        run_blocks = 1 if through_mount else AHEAD_RUN_BLOCKS  # the mount serves blocks
         with self._ahead_lock:
             missing = []
             for index in blocks_for_range(start, end, self.block_size):
                 key = self._key(ref, index)
                 if key not in self._ahead and not self._memory.contains(key):
                     missing.append(index)
-            run_blocks = 1 if self._local is not None else AHEAD_RUN_BLOCKS
             for run in consecutive_runs(missing, run_blocks):
                 for index in run:
                     self._ahead[self._key(ref, index)] = threading.Event()

@@ -123,6 +123,10 @@ class LocalMount:
         """The socket of the mount being read through, if any (for logs and tests)."""
         return self._path
 
+    def serving(self) -> bool:
+        """Whether a mount serves this volume's blocks now (looked for if it is time)."""
+        return self._mount() is not None
+
     def get(self, ref: ObjectRef, index: int) -> bytes | None:
         """Block ``index`` of ``ref`` from the mount, or None where the caller must read
         the store itself; ``ObjectChanged`` where the mount found another version."""

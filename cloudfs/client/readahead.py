@@ -33,11 +33,22 @@ class SequentialReads:
         self._window = ahead_blocks * blocks.block_size
         self._next = at  # where a sequential reader reads next
         self._limit = ref.size if limit is None else min(limit, ref.size)
+        self._asked = 0  # fetched ahead up to here
 
     def __call__(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the file (short at its end)."""
         if start == self._next and self._window:
-            self._blocks.prefetch(self._ref, end, min(end + self._window, self._limit))
+            self._ask_ahead(end)
         data = self._blocks.read(self._ref, start, end)
         self._next = start + len(data)
         return data
+
+    def _ask_ahead(self, end: int) -> None:
+        """Once less than half the window lies asked-for ahead of ``end``, ask for the
+        rest of it: several blocks at a time, so they go out in multi-block GETs
+        rather than one block per read at the window's edge."""
+        if self._asked - end >= self._window // 2:
+            return
+        stop = min(end + self._window, self._limit)
+        self._blocks.prefetch(self._ref, max(end, self._asked), stop)
+        self._asked = stop

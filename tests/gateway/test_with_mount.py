@@ -95,3 +95,26 @@ def test_cloudfs_stats_reads_the_gateway(s3, gateway: Gateway, volume: Volume) -
     )
     assert done.returncode == 0, done.stderr
     assert "GetObject" in done.stdout and "PutObject" in done.stdout
+
+
+def _sample(gateway: Gateway, series: str) -> float:
+    text = urllib.request.urlopen(gateway.metrics, timeout=10).read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(series))
+
+
+def test_read_ahead_stays_inside_the_requested_range(s3, gateway: Gateway, volume: Volume) -> None:  # type: ignore[no-untyped-def]
+    """A ranged GET fetches its own blocks only; a whole GET fetches the rest ahead,
+    each block once, mostly two to a GET (the test gateway's blocks are 1 MiB)."""
+    mib = 1024 * 1024
+    data = os.urandom(24 * mib)
+    s3.put_object(Bucket=volume.name, Key="ahead.bin", Body=data)
+    gets = 'cloudfs_ufs_requests_total{op="get"}'
+    read_in = 'cloudfs_ufs_bytes_total{direction="in"}'
+    before, bytes_before = _sample(gateway, gets), _sample(gateway, read_in)
+    got = s3.get_object(Bucket=volume.name, Key="ahead.bin", Range="bytes=10-99")["Body"].read()
+    assert got == data[10:100]
+    time.sleep(0.5)  # anything fetched ahead would have started
+    assert _sample(gateway, gets) - before == 1
+    assert s3.get_object(Bucket=volume.name, Key="ahead.bin")["Body"].read() == data
+    assert _sample(gateway, read_in) - bytes_before == len(data)  # no block twice
+    assert _sample(gateway, gets) - before <= 14  # 24 blocks; one GET each would be 24
