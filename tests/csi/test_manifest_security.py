@@ -236,3 +236,31 @@ def test_nothing_else_is_reachable() -> None:
             _selected(policy["spec"]["podSelector"]) if policy["spec"].get("ingress") else set()
         )
     assert reachable == {"cloudfs-meta", "cloudfs-cache", "cloudfs-cache-node"}
+
+
+# ---- TLS ----
+
+
+def _source(pod: dict[str, Any], container: Container, path: str) -> dict[str, Any]:
+    """The volume a file path lies on in ``container`` (mounted read-only)."""
+    (mount,) = [
+        m for m in container["volumeMounts"]
+        if f"{path}/".startswith(m["mountPath"].rstrip("/") + "/")
+    ]  # fmt: skip
+    assert mount.get("readOnly") is True, path
+    return next(v for v in pod["volumes"] if v["name"] == mount["name"])  # type: ignore[no-any-return]
+
+
+def test_tls_files_are_mounted_where_the_flags_point() -> None:
+    pod = one("StatefulSet", "cloudfs-meta")["spec"]["template"]["spec"]
+    (meta,) = pod["containers"]
+    flags = dict(a.split("=", 1) for a in meta["args"] if a.startswith("--tls-"))
+    assert set(flags) == {"--tls-cert", "--tls-key"}
+    for path in flags.values():
+        assert _source(pod, meta, path)["secret"]["secretName"] == "cloudfs-meta-tls"
+    node = one("DaemonSet", NODE)["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in node["containers"]}
+    (ca,) = [a.split("=", 1)[1] for a in containers["cloudfs-csi"]["args"]
+             if a.startswith("--tls-ca-file=")]  # fmt: skip
+    # The mount processes run in the mounter: the CA is a path of that container.
+    assert _source(node, containers["cloudfs-mounter"], ca)["configMap"]["name"] == "cloudfs-ca"
