@@ -6,22 +6,25 @@ driver that exits or restarts leaves it serving. In Kubernetes a container's
 restart ends every process in it, so there the ``cloudfs`` commands run in the
 node pod's mounter container (``mounter.py``), reached through a ``Runner``;
 the driver's own container can then restart and the mounts stay. Secrets
-reach the mount process through its environment (S3/HDFS credentials) and a
-0600 token file, never its argv.
+reach the mount process through its environment (S3/HDFS credentials) and
+0600 files (tokens, TLS material), never its argv.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from cloudfs.cli import runtime
 from cloudfs_csi.errors import Internal
 from cloudfs_csi.redact import scrub
+from cloudfs_csi.tls import TlsFiles
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 120.0
@@ -39,7 +42,18 @@ class FuseSpec:
     token_file: str | None = None
     cache_group: tuple[str, ...] = ()  # --cache-group NAME or --cache-peers A,B
     cache_token_file: str | None = None
+    tls: TlsFiles = field(default_factory=TlsFiles)  # --tls-ca, --tls-cert, --tls-key
     env: dict[str, str] = field(default_factory=dict)  # secret: never logged
+
+    def secret_values(self) -> dict[str, str]:
+        """Every secret this mount is given (environment, tokens, TLS key), to mask in
+        what its process says; a file the driver cannot read is left out."""
+        out = dict(self.env)
+        for path in (self.token_file, self.cache_token_file, self.tls.key):
+            if path:
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    out[path] = Path(path).read_text(encoding="utf-8").strip()
+        return out
 
     @property
     def log_file(self) -> str:
@@ -100,6 +114,7 @@ class FuseLauncher:
         cmd += spec.cache_group
         if spec.cache_token_file:
             cmd += ["--cache-token-file", spec.cache_token_file]
+        cmd += spec.tls.args()
         if spec.options:
             cmd += ["-o", ",".join(spec.options)]
         try:
@@ -109,7 +124,7 @@ class FuseLauncher:
         except OSError as exc:
             raise Internal(f"cannot run cloudfs mount: {exc}") from None
         if result.returncode != 0:
-            reason = scrub(result.stderr.strip(), spec.env).splitlines()
+            reason = scrub(result.stderr.strip(), spec.secret_values()).splitlines()
             raise Internal(
                 f"cloudfs mount at {spec.mount_point} failed: {reason[-1] if reason else '?'}"
             )

@@ -33,6 +33,7 @@ from cloudfs_csi.node import NodeService
 from cloudfs_csi.recovery import HealthLoop
 from cloudfs_csi.server import serve
 from cloudfs_csi.state import StateStore
+from cloudfs_csi.tls import TlsFiles
 
 log = logging.getLogger("cloudfs_csi")
 
@@ -61,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="node: the cache-group token for volumes with a cache group whose "
                    "node-stage secret has no cacheToken (a path the mount processes can "
                    "read: the mounter's, with --mounter-socket)")  # fmt: skip
+    for kind, what in (("ca", "the CA of the tree service's and cache workers' certificates"),
+                       ("cert", "a client certificate (mutual TLS; with --tls-key-file)"),
+                       ("key", "the client certificate's key")):  # fmt: skip
+        p.add_argument(f"--tls-{kind}-file", default=None,
+                       help=f"node: {what}, for volumes whose node-stage secret gives none "
+                       "(a path the mount processes can read)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     args = p.parse_args(argv)
@@ -69,6 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error("--mode mounter needs --mounter-socket")
     elif not args.endpoint:
         p.error("--endpoint or $CSI_ENDPOINT is required")
+    if (args.tls_cert_file is None) != (args.tls_key_file is None):
+        p.error("--tls-cert-file and --tls-key-file go together")
     return args
 
 
@@ -102,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             cache_root=args.cache_root,
             max_volumes=args.max_volumes,
             cache_token_file=args.cache_token_file,
+            tls_files=TlsFiles(args.tls_ca_file, args.tls_cert_file, args.tls_key_file),
         )
         health = HealthLoop(node.staged, node.locked, node.repair, args.health_interval)
     try:

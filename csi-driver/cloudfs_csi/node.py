@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cloudfs_csi import cache_group
+from cloudfs_csi import cache_group, tls
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.errors import (
     AlreadyExists,
@@ -56,16 +56,18 @@ class NodeService:
         cache_root: str,
         max_volumes: int = 0,
         cache_token_file: str | None = None,
+        tls_files: tls.TlsFiles | None = None,
     ) -> None:
         """``cache_token_file``: the cache-group token as the mount processes see it (the
-        mounter's path), for volumes with a group whose node-stage secret has no cacheToken."""
+        mounter's path), for volumes with a group whose node-stage secret has no cacheToken;
+        ``tls_files``: the CA and client pair (mounter's paths) for what a secret lacks."""
         self._node_id = node_id
         self._store = store
         self._table = table
         self._launcher = launcher
         self._cache_root = cache_root
         self._max_volumes = max_volumes
-        self._repairer = Repairer(table, launcher, store, cache_token_file)
+        self._repairer = Repairer(table, launcher, store, cache_token_file, tls_files)
         self._has_node_cache_token = cache_token_file is not None
         self._volumes: dict[str, StagedVolume] = {v.volume_id: v for v in store.load_all()}
         self._guard = threading.Lock()
@@ -134,6 +136,7 @@ class NodeService:
             group = cache_group.for_volume(req.volume_id, uri, context, options)
             env, token = split_secrets(dict(req.secrets))
             group_token = cache_token(dict(req.secrets))
+            tls_material = tls.from_secrets(dict(req.secrets))
             if cache_group.uses_group(group, options) and not (
                 group_token or self._has_node_cache_token
             ):
@@ -156,7 +159,7 @@ class NodeService:
                 has_token=token is not None,
                 has_cache_token=group_token is not None,
             )
-            self._store.save_secrets(req.volume_id, env, token, group_token)
+            self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
             entry = self._table.entry(staging)
             if entry is not None and entry.fs_type == "fuse.cloudfs":
                 # Mounted by an earlier driver that lost its state: adopt it.

@@ -23,6 +23,7 @@ from cloudfs_csi.errors import CsiError
 from cloudfs_csi.fuse_process import FuseLauncher, FuseSpec
 from cloudfs_csi.mounts import Health, MountTable
 from cloudfs_csi.state import StagedVolume, StateStore
+from cloudfs_csi.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,15 @@ class Repairer:
         launcher: FuseLauncher,
         store: StateStore,
         cache_token_file: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
-        """``cache_token_file``: the node's cache-group token, for volumes whose secret has none."""
+        """``cache_token_file``: the node's cache-group token, for volumes whose secret has none;
+        ``tls``: the node's TLS files, for what a volume's secret does not give."""
         self._table = table
         self._launcher = launcher
         self._store = store
         self._cache_token_file = cache_token_file
+        self._tls = tls or TlsFiles()
 
     def fuse_spec(self, volume: StagedVolume) -> FuseSpec:
         group = cache_group.from_parameters(volume.context)  # checked when it was staged
@@ -61,6 +65,7 @@ class Repairer:
             token_file=self._store.token_file(volume.volume_id) if volume.has_token else None,
             cache_group=tuple(group.args()),
             cache_token_file=cache_token_file,
+            tls=self._store.tls_files(volume.volume_id).over(self._tls),
             env=self._store.load_env(volume.volume_id),
         )
 

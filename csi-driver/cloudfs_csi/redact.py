@@ -52,8 +52,18 @@ def to_log(message: Message) -> str:
 
 
 def scrub(text: str, secrets: dict[str, str]) -> str:
-    """``text`` (a child process's error output) with any secret value masked."""
-    for value in secrets.values():
+    """``text`` (a child process's error output) with any secret value masked.
+
+    A value of several lines (a PEM key) is masked whole, and each of its long lines
+    alone too (an error may quote one line of it).
+    """
+    parts = [v for value in secrets.values() for v in (value, *_long_lines(value))]
+    for value in sorted(parts, key=len, reverse=True):
         if len(value) >= 4:
             text = text.replace(value, STRIPPED)
     return text
+
+
+def _long_lines(value: str) -> list[str]:
+    lines = [line.strip() for line in value.splitlines()]
+    return [line for line in lines if len(line) >= 16] if len(lines) > 1 else []

@@ -15,6 +15,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cloudfs_csi.tls import TlsFiles
+
 log = logging.getLogger(__name__)
 
 
@@ -84,6 +86,7 @@ class StateStore:
             self._secrets / f"{key}.env.json",
             self._secrets / f"{key}.token",
             self._secrets / f"{key}.cache-token",
+            *(self._secrets / f"{key}.tls-{kind}" for kind in TLS_KINDS),
         ):
             path.unlink(missing_ok=True)
 
@@ -93,10 +96,15 @@ class StateStore:
         env: dict[str, str],
         token: str | None,
         cache_token: str | None = None,
+        tls: dict[str, str] | None = None,
     ) -> None:
+        """``tls``: PEM text by kind (``ca``, ``cert``, ``key``; ``tls.from_secrets``)."""
         key = volume_key(volume_id)
         _write_private(self._secrets / f"{key}.env.json", env)
-        for suffix, value in ((".token", token), (".cache-token", cache_token)):
+        pem = tls or {}
+        files = [(".token", token), (".cache-token", cache_token),
+                 *((f".tls-{kind}", pem.get(kind)) for kind in TLS_KINDS)]  # fmt: skip
+        for suffix, value in files:
             path = self._secrets / f"{key}{suffix}"
             if value:
                 _write_private(path, value)
@@ -120,6 +128,16 @@ class StateStore:
         """The cache group's token of ``volume_id``, if its secret had one."""
         path = self._secrets / f"{volume_key(volume_id)}.cache-token"
         return str(path) if path.exists() else None
+
+    def tls_files(self, volume_id: str) -> TlsFiles:
+        """The TLS files written from ``volume_id``'s secret (none: an empty ``TlsFiles``)."""
+        key = volume_key(volume_id)
+        found = {kind: self._secrets / f"{key}.tls-{kind}" for kind in TLS_KINDS}
+        paths = {kind: str(p) if p.exists() else None for kind, p in found.items()}
+        return TlsFiles(ca=paths["ca"], cert=paths["cert"], key=paths["key"])
+
+
+TLS_KINDS = ("ca", "cert", "key")
 
 
 def _write_private(path: Path, data: object) -> None:

@@ -28,10 +28,10 @@ SUPPORTED_MODES = frozenset(
 )
 FS_TYPES = frozenset({"", "cloudfs", "fuse.cloudfs"})
 # Mount options the driver sets itself: a StorageClass may not move the cache,
-# the log or the tokens, nor keep the mount process in the foreground.
+# the log, the tokens or the TLS files, nor keep the mount process in the foreground.
 DRIVER_OWNED_OPTIONS = frozenset(
     {"cache_dir", "log_file", "token_file", "cache_token_file", "foreground", "debug",
-     "staging_dir", "allow_other"}
+     "staging_dir", "allow_other", "tls_ca", "tls_cert", "tls_key"}
 )  # fmt: skip
 KNOWN_OPTIONS = O_OPTIONS
 MAX_ID_BYTES = 128  # the spec's general size limit for ids

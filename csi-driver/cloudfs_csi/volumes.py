@@ -17,6 +17,7 @@ from cloudfs.meta.remote import VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi.cache_group import CACHE_TOKEN_KEYS
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
+from cloudfs_csi.tls import ALL_SECRET_KEYS as TLS_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +44,18 @@ def volume_uri(volume_id: str, context: dict[str, str]) -> str:
 def split_secrets(secrets: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """(environment of the FUSE process, tree-service token) from a volume's secrets.
 
-    The tokens (``token``, ``cacheToken``) are not in the environment: they
-    reach the mount as 0600 files.
+    The tokens (``token``, ``cacheToken``) and the TLS material (``tls.py``) are
+    not in the environment: they reach the mount as 0600 files.
     """
     token = next((secrets[k] for k in TOKEN_KEYS if secrets.get(k)), None)
-    tokens = set(TOKEN_KEYS) | set(CACHE_TOKEN_KEYS)
+    tokens = set(TOKEN_KEYS) | set(CACHE_TOKEN_KEYS) | TLS_KEYS
     env = {k: v for k, v in secrets.items() if _ENV_KEY.match(k) and k not in tokens}
     ignored = sorted(set(secrets) - set(env) - tokens)
     if ignored:
         log.warning(
-            "ignoring secret keys %s (only token, cacheToken, AWS_*, HADOOP_* are used)", ignored
+            "ignoring secret keys %s (only token, cacheToken, ca.crt, tls.crt, tls.key, "
+            "AWS_*, HADOOP_* are used)",
+            ignored,
         )
     return env, token
 

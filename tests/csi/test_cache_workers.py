@@ -21,7 +21,8 @@ from cloudfs_csi.cache_group import validate_group
 from tests.csi.manifests import one
 
 GROUP_FLAGS = ("group", "meta", "meta_token_file", "advertise")
-POD_IP = "10.244.3.17"
+POD_NAME = "cloudfs-cache-1"
+TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")  # the TLS branch adds them to the CLI
 WORKERS = [("StatefulSet", "cloudfs-cache"), ("DaemonSet", "cloudfs-cache-node")]
 
 
@@ -39,12 +40,13 @@ def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str
     the group flags (every one of them set) also as a dict."""
     assert container["command"] == ["cloudfs"]
     env = {e["name"]: e for e in container["env"]}
-    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    values = {"POD_IP": POD_IP}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    values = {"POD_NAME": POD_NAME}
     args = [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], a) for a in container["args"]]
     parser = argparse.ArgumentParser(prog="cloudfs")
     cache_serve.add_parser(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(args)
+    ns, unknown = parser.parse_known_args(args)
+    assert all(a.startswith(TLS_FLAGS) for a in unknown), unknown
     assert (ns.command, ns.cache_command) == ("cache", "serve")
     group = {dest.replace("_", "-"): getattr(ns, dest) for dest in GROUP_FLAGS}
     assert all(v is not None for v in group.values()), f"every group flag is set: {group}"
@@ -53,7 +55,11 @@ def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str
 
 def _mount_of(container: dict[str, Any], pod: dict[str, Any], path: str) -> dict[str, Any]:
     """The pod volume mounted at the directory holding ``path``."""
-    mounts = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/"))]
+    mounts = [
+        m
+        for m in container["volumeMounts"]
+        if f"{path}/".startswith(m["mountPath"].rstrip("/") + "/")
+    ]
     assert len(mounts) == 1, f"{path}: {mounts}"
     volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
     return volumes.get(mounts[0]["name"], {"claim": mounts[0]["name"]})  # type: ignore[no-any-return]
@@ -71,7 +77,11 @@ def test_worker_runs_cloudfs_cache_serve(kind: str, name: str) -> None:
     parse_size(ns.cache_size), parse_size(ns.memory_cache_size)
     _, listen = parse_host_port(ns.listen, "--listen")
     advertise_host, advertise = parse_host_port(group["advertise"], "--advertise")
-    assert (advertise_host, advertise) == (POD_IP, listen)
+    # The stable name of the pod (headless Service), as its TLS certificate names it.
+    svc = one("Service", "cloudfs-cache")
+    name = f"{POD_NAME}.{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local"
+    assert (advertise_host, advertise) == (name, listen)
+    assert pod["spec"].get("subdomain", svc["metadata"]["name"]) == svc["metadata"]["name"]
     # The probes and the Service reach the port it listens on; Prometheus the metrics one.
     for probe in ("readinessProbe", "livenessProbe"):
         assert _port(container, container[probe]["tcpSocket"]["port"]) == listen
@@ -90,6 +100,13 @@ def test_worker_runs_cloudfs_cache_serve(kind: str, name: str) -> None:
     assert "token" in one("Secret", "cloudfs-cache-token")["stringData"]
     cache = _mount_of(container, pod, ns.cache_dir)
     assert "secret" not in cache
+    # TLS: the worker's certificate from a kubernetes.io/tls Secret, the CA from a ConfigMap.
+    flags = dict(a.split("=", 1) for a in container["args"] if a.startswith(TLS_FLAGS))
+    for flag in ("--tls-cert", "--tls-key"):
+        assert _mount_of(container, pod, flags[flag])["secret"]["secretName"] == (
+            "cloudfs-cache-tls"
+        )
+    assert _mount_of(container, pod, flags["--tls-ca"])["configMap"]["name"] == "cloudfs-ca"
     # S3 credentials from the volume Secret, as the mounts get them.
     volume_secret = one("Secret", "cloudfs-volume-secret")["stringData"]
     for e in container["env"]:
