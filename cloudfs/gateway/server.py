@@ -7,9 +7,11 @@ request costs no upload), decode the payload (``payload.open_body``:
 aws-chunked, checksums, Content-MD5), route it to its operation and write
 the answer. Every refusal is an ``S3Error`` rendered as S3's XML; an
 ``FsError`` from below is translated in ``faults.py``; anything else is
-logged with its traceback and answered ``InternalError``. A request whose
-body was not read to its end leaves its connection closed afterwards, so the
-next request on it cannot start mid-body.
+logged with its traceback and answered ``InternalError``. A client that hangs
+up mid-answer (s3a aborts a GET's stream when it seeks) is routine: one INFO
+line, and its connection is closed. A request whose body was not read to its
+end leaves its connection closed afterwards, so the next request on it cannot
+start mid-body.
 
 ``threads`` bounds the requests served at once (a semaphore), not the
 keep-alive connections. ``stop`` stops accepting, lets the requests under way
@@ -191,7 +193,15 @@ class _Handler(BaseHTTPRequestHandler):
                     ),
                     request_id,
                 )
-            sent = self._send(response, request_id)
+            try:
+                sent = self._send(response, request_id)
+            except ConnectionError as e:  # gone before the headers were out: as mid-body
+                self._client_left(0, e)
+                sent = 0
+            finally:
+                close = getattr(response.body, "close", None)
+                if close is not None:
+                    close()  # an object's reads end here, not when its generator is collected
             if body is None or not body.finished():
                 self.close_connection = True  # the rest of the body must not be read as a request
             if metrics:
@@ -277,6 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
             for block in response.body:
                 self.wfile.write(block)
                 sent += len(block)
+        except ConnectionError as e:  # the client hung up (s3a aborts a stream on a seek)
+            self._client_left(sent, e)
         except FsError as e:  # the object changed or the UFS failed mid-body: the client
             log.warning("GET %s ended after %d bytes: %s", self.path, sent, e)
             self.close_connection = True  # sees a short body and retries, never a mix
@@ -284,6 +296,18 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("GET %s ended after %d bytes", self.path, sent)
             self.close_connection = True
         return sent
+
+    def _client_left(self, sent: int, error: ConnectionError) -> None:
+        """A client that hangs up mid-answer is routine (an aborted stream, a seek, a
+        timeout on its side): one line, no traceback, and the connection is closed."""
+        log.info(
+            "%s %s: client left after %d bytes (%s)",
+            self.command,
+            urlsplit(self.path).path,  # not the query: a presigned URL's signature grants access
+            sent,
+            type(error).__name__,
+        )
+        self.close_connection = True
 
 
 class _Counted:
