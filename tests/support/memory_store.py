@@ -129,8 +129,8 @@ class MemoryObjectStore:
         with self._lock:
             self._objects.pop(key, None)
 
-    def validate_key(self, key: str) -> None:
-        validate_s3_key(key)
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        validate_s3_key(f"{key}/" if directory else key)
 
     def make_dir(self, key: str) -> None:
         self._enter("make_dir")
