@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.conftest import _require_fuse
-from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
+from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpdir
 from tests.support.servers import S3Server
 from tests.support.tree_server import running_tree_server
 
@@ -39,8 +40,17 @@ _dirs = itertools.count()
 @dataclass
 class World:
     kind: str
-    root: Path  # the mount's root
+    mount: Mount
     backing: Backing
+    log_path: Path | None = None  # the tree service's log (tree-s3)
+
+    @property
+    def root(self) -> Path:
+        return self.mount.root
+
+    def log(self) -> str:
+        """Where the tree logs a refusal: the mount's log, or the tree service's."""
+        return self.log_path.read_text() if self.log_path else self.mount.log()
 
     def limit(self, key: str) -> int:
         """Bytes left for ``key`` before the UFS refuses it (negative: over)."""
@@ -70,9 +80,10 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     _require_fuse()
     if request.param == "local":
         data = world_traversable_tmpdir("cloudfs-ufs-")
+        request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
         backing = Backing(uri=f"file://{data}", local_dir=data)
         with mounted(backing) as m:
-            yield World("local", m.root, backing)
+            yield World("local", m, backing)
         return
     s3: S3Server = request.getfixturevalue("s3_server")
     bucket = f"names-{os.getpid()}-{next(_buckets)}"
@@ -80,12 +91,15 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     if request.param == "s3":
         backing = Backing(uri=f"s3://{bucket}", s3=s3, bucket=bucket)
         with mounted(backing) as m:
-            yield World("s3", m.root, backing)
+            yield World("s3", m, backing)
         return
-    with running_tree_server(env=s3.env()) as server:
+    log_dir = world_traversable_tmpdir("cloudfs-tree-log-")
+    request.addfinalizer(lambda: shutil.rmtree(log_dir, ignore_errors=True))
+    log_path = log_dir / "server.log"
+    with running_tree_server(env=s3.env(), log_path=log_path) as server:
         backing = Backing(uri=server.new_volume(f"s3://{bucket}"), s3=s3, bucket=bucket)
         with mounted(backing) as m:
-            yield World("tree-s3", m.root, backing)
+            yield World("tree-s3", m, backing, log_path)
 
 
 @dataclass
@@ -153,6 +167,8 @@ def test_create_over_the_limit(world: World, top: str, fds: list[int]) -> None:
         os.open(over, os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=deep.fd)
     assert_refused(err)
     assert_absent(world, deep, over)
+    logged = [line for line in world.log().splitlines() if f"create '{deep.key[:60]}" in line]
+    assert len(logged) == 1 and " INFO " in logged[0] and "refused" in logged[0], logged
     fd = os.open(fits, os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=deep.fd)
     os.write(fd, b"fits")
     os.close(fd)
