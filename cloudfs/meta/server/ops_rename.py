@@ -71,6 +71,14 @@ def _check_replace(txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRec
         raise NotEmpty("target directory is not empty")
 
 
+def _exchange_tmp(dst_key: str) -> str:
+    """A temporary key beside ``dst_key``, of a fixed 34-byte name: a key near the
+    UFS's length limit leaves room for it unless its own name is under 34 bytes."""
+    parent = dst_key.rpartition("/")[0]
+    name = f".cloudfs-exchange-{uuid.uuid4().hex[:16]}"
+    return f"{parent}/{name}" if parent else name
+
+
 def _check_moved(
     txn: KVTxn, store: ObjectStore, ino: int, rec: InodeRecord, old_key: str, new_key: str
 ) -> None:
@@ -110,7 +118,8 @@ def _plan(
         d_kind = _presence(dst_rec, *new)
         _check_moved(txn, store, dst, dst_rec, dst_key, src_key)
         if s_kind and d_kind:
-            tmp = f"{dst_key}.cloudfs-exchange-{uuid.uuid4().hex}"
+            tmp = _exchange_tmp(dst_key)
+            check_key(store, "rename", tmp, directory=d_kind == "dir")
             plan.steps += [
                 _move(store, d_kind, dst_key, tmp),
                 _move(store, s_kind, src_key, dst_key),
