@@ -185,8 +185,8 @@ class FaultyObjectStore:
     def delete(self, key: str) -> None:
         self._call("delete", lambda: self._inner.delete(key))
 
-    def validate_key(self, key: str) -> None:
-        self._inner.validate_key(key)
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        self._inner.validate_key(key, directory=directory)
 
     def make_dir(self, key: str) -> None:
         self._call("make_dir", lambda: self._inner.make_dir(key))

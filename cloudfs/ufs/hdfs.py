@@ -65,6 +65,7 @@ from cloudfs.errors import (
     IllegalName,
     InvalidArgument,
     IsADirectory,
+    NameTooLong,
     NotADirectory,
     NotEmpty,
     NotFound,
@@ -476,7 +477,7 @@ class ArrowObjectStore:
             return
         raise translate_arrow_error(failure, key) from failure
 
-    def validate_key(self, key: str) -> None:
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
         _require_utf8(key)
 
     def make_dir(self, key: str) -> None:
@@ -585,11 +586,40 @@ class HdfsObjectStore(ArrowObjectStore):
             raise StartupError(_connect_error(where, err)) from err
         return cls(fs, base, uri)
 
-    def validate_key(self, key: str) -> None:
-        """HDFS refuses ":" in a path component (and names that are not UTF-8)."""
-        super().validate_key(key)
-        if ":" in key:
-            raise IllegalName(f"{key!r}: HDFS names cannot contain ':'")
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        """What the namenode refuses: see ``validate_hdfs_path``."""
+        super().validate_key(key, directory=directory)
+        validate_hdfs_path(self._path(key))
+
+
+HDFS_PATH_MAX = 8000  # NameNodeRpcServer.MAX_PATH_LENGTH, in characters
+HDFS_DEPTH_MAX = 1000  # NameNodeRpcServer.MAX_PATH_DEPTH, in components
+HDFS_COMPONENT_MAX = 255  # dfs.namenode.fs-limits.max-component-length's default, in bytes
+
+
+def validate_hdfs_path(path: str) -> None:
+    """Raise for an absolute HDFS path the namenode would refuse to create.
+
+    ``DFSUtil.isValidName``: no component is ".", ".." or empty, and none holds
+    ":" (``InvalidArgument``, EINVAL); "/.reserved" is the namenode's own
+    (EINVAL). ``NameNodeRpcServer.checkPathLength``: at most 8000 characters and
+    1000 components; and a component at most 255 bytes (``NameTooLong``).
+    """
+    if not path.strip("/"):
+        return  # the root
+    parts = path.strip("/").split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise InvalidArgument(f"{path!r}: HDFS paths have no '.', '..' or empty components")
+    if any(":" in p for p in parts):
+        raise InvalidArgument(f"{path!r}: HDFS names cannot contain ':'")
+    if parts[0] == ".reserved":
+        raise InvalidArgument(f"{path!r}: /.reserved is reserved by the HDFS namenode")
+    if len(path) > HDFS_PATH_MAX or len(parts) > HDFS_DEPTH_MAX:
+        raise NameTooLong(
+            f"HDFS paths are at most {HDFS_PATH_MAX} characters and {HDFS_DEPTH_MAX} deep"
+        )
+    if any(len(p.encode("utf-8", "surrogateescape")) > HDFS_COMPONENT_MAX for p in parts):
+        raise NameTooLong(f"HDFS names are at most {HDFS_COMPONENT_MAX} bytes")
 
 
 def _connect_error(where: str, err: BaseException) -> str:

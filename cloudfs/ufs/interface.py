@@ -56,12 +56,18 @@ class ObjectStore(Protocol):
         """
         ...
 
-    def validate_key(self, key: str) -> None:
-        """Raise ``IllegalName`` if this store cannot hold an object named ``key``.
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        """Raise if this store cannot hold an object (or, ``directory``, a directory) ``key``.
 
-        Local: any name works. S3: keys must be valid UTF-8 and at most 1024
-        bytes. The tree calls this before it creates a name that will reach the
-        UFS, so the caller gets EILSEQ at create time, not EIO at close.
+        ``NameTooLong`` (ENAMETOOLONG) for a key over the store's length limit,
+        ``IllegalName`` (EILSEQ) for one that is not UTF-8 where keys must be,
+        ``InvalidArgument`` (EINVAL) for a name the store refuses otherwise.
+        Local: the host path at most PATH_MAX - 1 (4095) bytes. S3: keys are
+        UTF-8 and at most 1024 bytes, a directory's marker ``key/`` included.
+        HDFS: ``DFSUtil.isValidName`` and the namenode's path limits (see
+        ``validate_hdfs_path``). Pure: no request is made. The tree calls this
+        for every name it adds (and every key a directory rename moves), so the
+        caller gets the errno at create time, not EIO at close.
         """
         ...
 

@@ -38,6 +38,7 @@ from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs.interface import check_version
 
 TMP_PREFIX = ".cloudfs-tmp-"  # in-flight uploads; never listed
+_TMP_NAME = len(TMP_PREFIX) + 16  # TMP_PREFIX + secrets.token_hex(8)
 
 _ERRNO_TYPES: dict[int, type[FsError]] = {
     errno.ENOENT: NotFound,
@@ -95,6 +96,9 @@ def _fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+LOCAL_PATH_MAX = 4095  # Linux's PATH_MAX (4096) less the terminating NUL
 
 
 class LocalObjectStore:
@@ -269,8 +273,17 @@ class LocalObjectStore:
         except OSError as err:
             raise translate_os_error(err, key) from err
 
-    def validate_key(self, key: str) -> None:
-        return None  # a directory holds any name the tree accepts
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        """Any name the tree accepts, in a host path of at most PATH_MAX - 1 bytes.
+
+        A file's bytes arrive under a temporary name beside it, so a short name
+        is counted at that name's length.
+        """
+        path = os.fsencode(self._path(key))
+        name = os.path.basename(path)
+        length = len(path) if directory else len(path) - len(name) + max(len(name), _TMP_NAME)
+        if length > LOCAL_PATH_MAX:
+            raise NameTooLong(f"host paths are at most {LOCAL_PATH_MAX} bytes, not {length}")
 
     def make_dir(self, key: str) -> None:
         path = self._path(key)

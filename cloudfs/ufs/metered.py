@@ -50,8 +50,8 @@ class MeteredObjectStore:
     def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
         return self._call("list", lambda: self._inner.list_dir(prefix, token, limit))
 
-    def validate_key(self, key: str) -> None:
-        self._inner.validate_key(key)
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        self._inner.validate_key(key, directory=directory)
 
     def head(self, key: str) -> ObjectInfo:
         return self._call("head", lambda: self._inner.head(key))

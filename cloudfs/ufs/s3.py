@@ -45,6 +45,7 @@ from cloudfs.config import S3Config
 from cloudfs.errors import (
     IllegalName,
     InvalidArgument,
+    NameTooLong,
     NotFound,
     ObjectChanged,
     RemoteIOError,
@@ -392,8 +393,8 @@ class S3ObjectStore:
         with translating(key):
             self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
 
-    def validate_key(self, key: str) -> None:
-        validate_s3_key(self._full(key))
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        validate_s3_key(self._dir_prefix(key) if directory else self._full(key))
 
     def make_dir(self, key: str) -> None:
         if not key and not self._prefix:
@@ -436,6 +437,10 @@ class S3ObjectStore:
         listed = list(self._walk(src_prefix, src))
         if not listed:
             raise NotFound(f"'{src}': no such directory")
+        # Every key below moves: refuse before the first copy if the longest would not fit.
+        longest = max(len(key.encode("utf-8", "surrogateescape")) for key, _ in listed)
+        if longest - len(src_prefix.encode()) + len(dst_prefix.encode()) > S3_KEY_MAX:
+            raise NameTooLong(f"'{dst}': a key below it would pass {S3_KEY_MAX} bytes")
 
         def copy_one(item: tuple[str, int]) -> None:
             key, size = item
@@ -488,10 +493,14 @@ S3_KEY_MAX = 1024
 
 
 def validate_s3_key(key: str) -> None:
-    """S3 object keys are UTF-8 strings of at most 1024 bytes."""
+    """S3 object keys are UTF-8 strings of at most 1024 bytes.
+
+    ``IllegalName`` (EILSEQ) for a key that is not UTF-8, ``NameTooLong``
+    (ENAMETOOLONG) for one over 1024 bytes.
+    """
     try:
         encoded = key.encode("utf-8")
     except UnicodeEncodeError:
         raise IllegalName(f"{key!r} is not valid UTF-8, which S3 keys must be") from None
     if len(encoded) > S3_KEY_MAX:
-        raise IllegalName(f"S3 keys are at most {S3_KEY_MAX} bytes; {key[:40]!r}... is longer")
+        raise NameTooLong(f"S3 keys are at most {S3_KEY_MAX} bytes; this one is {len(encoded)}")

@@ -27,6 +27,7 @@ from botocore.exceptions import (
 from cloudfs.errors import (
     FsError,
     InvalidArgument,
+    NameTooLong,
     NotFound,
     ObjectChanged,
     RemoteIOError,
@@ -47,7 +48,7 @@ _DENIED_CODES = frozenset(
         "403",
     }
 )
-_INVALID_CODES = frozenset({"InvalidRange", "416", "InvalidObjectName", "KeyTooLongError"})
+_INVALID_CODES = frozenset({"InvalidRange", "416", "InvalidObjectName"})
 
 
 def _botocore_error(err: BaseException) -> BaseException:
@@ -96,6 +97,8 @@ def _translate_client_error(err: ClientError, key: str) -> FsError:
         return UfsAccessDenied(f"{_what(key)}: access denied by S3 ({code}): check credentials")
     if code == "PreconditionFailed" or status == 412:  # a conditional GET's If-Match
         return ObjectChanged(f"{_what(key)}: the object is not the version asked for")
+    if code == "KeyTooLongError":  # what validate_s3_key refuses up front, if it got past
+        return NameTooLong(f"{_what(key)}: S3 keys are at most 1024 bytes ({message})")
     if code in _INVALID_CODES or status == 416:
         return InvalidArgument(f"{_what(key)}: S3 rejected the request ({code}: {message})")
     return RemoteIOError(f"{_what(key)}: S3 error {code} (HTTP {status}): {message}")

@@ -25,6 +25,7 @@ from cloudfs.errors import (
     IllegalName,
     InvalidArgument,
     IsADirectory,
+    NameTooLong,
     NoSpace,
     NotADirectory,
     NotEmpty,
@@ -592,7 +593,7 @@ def test_hdfs_refuses_colons(tmp_path: Path) -> None:
 
     store = HdfsObjectStore(pafs.LocalFileSystem(), str(tmp_path), "hdfs://nn/x")
     store.validate_key("dir/file.txt")
-    with pytest.raises(IllegalName):
+    with pytest.raises(InvalidArgument):  # EINVAL: a name HDFS cannot store
         store.validate_key("dir/a:b")
 
 
@@ -799,3 +800,32 @@ def test_translate_finds_wrapped_client_error() -> None:
             raise S3UploadFailedError(f"Failed to upload: {inner}")  # noqa: B904
     except S3UploadFailedError as outer:
         assert type(translate(outer, "k")) is UfsAccessDenied
+
+
+def test_s3_key_limit_counts_the_prefix_and_a_directory_marker(
+    s3_store: tuple[S3ObjectStore, Any, str],
+) -> None:
+    store, _, base = s3_store
+    room = 1024 - len(base)
+    store.validate_key("k" * room)
+    store.validate_key("d" * (room - 1), directory=True)  # its marker is key + "/"
+    with pytest.raises(NameTooLong):
+        store.validate_key("k" * (room + 1))
+    with pytest.raises(NameTooLong):
+        store.validate_key("d" * room, directory=True)
+
+
+def test_s3_rename_dir_refuses_before_copying_a_key_too_long(
+    s3_store: tuple[S3ObjectStore, Any, str],
+) -> None:
+    """Every key below moves: the longest one, even one the tree never listed, decides."""
+    store, _, base = s3_store
+    deep = "a/" + "n" * (1024 - len(base) - 2)  # exactly 1024 bytes with the prefix
+    store.put_bytes(deep, b"x")
+    store.put_bytes("a/short", b"y")
+    with pytest.raises(NameTooLong):
+        store.rename_dir("a", "ab")
+    assert sorted(all_entries(store, "")[1]) == ["a"]
+    assert store.get_range(deep, 0, 1) == b"x"
+    store.rename_dir("a", "b")  # the same length fits
+    assert store.get_range("b/" + deep[2:], 0, 1) == b"x"

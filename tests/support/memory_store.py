@@ -55,6 +55,7 @@ class MemoryObjectStore:
             self.calls.clear()
 
     def _put(self, key: str, data: bytes) -> ObjectInfo:
+        validate_s3_key(key)  # S3 answers KeyTooLongError
         etag = hashlib.md5(data).hexdigest()
         mtime = self._clock()
         self._objects[key] = (data, mtime, etag)
@@ -129,8 +130,8 @@ class MemoryObjectStore:
         with self._lock:
             self._objects.pop(key, None)
 
-    def validate_key(self, key: str) -> None:
-        validate_s3_key(key)
+    def validate_key(self, key: str, *, directory: bool = False) -> None:
+        validate_s3_key(f"{key}/" if directory else key)
 
     def make_dir(self, key: str) -> None:
         self._enter("make_dir")
@@ -146,13 +147,17 @@ class MemoryObjectStore:
         self._enter("rename")
         with self._lock:
             self._info(src)
+            validate_s3_key(dst)
             self._objects[dst] = self._objects.pop(src)
             return self._info(dst)
 
     def rename_dir(self, src: str, dst: str) -> None:
         self._enter("rename_dir")
         with self._lock:
-            for key in [k for k in self._objects if k.startswith(f"{src}/")]:
+            moved = [k for k in self._objects if k.startswith(f"{src}/")]
+            for key in moved:  # like S3ObjectStore.rename_dir: refused before the first move
+                validate_s3_key(f"{dst}/{key[len(src) + 1 :]}")
+            for key in moved:
                 self._objects[f"{dst}/{key[len(src) + 1 :]}"] = self._objects.pop(key)
 
     def statfs(self) -> tuple[int, int]:

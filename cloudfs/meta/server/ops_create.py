@@ -1,9 +1,11 @@
 """Operations that add a name: create (files, fifos, sockets, devices), mkdir, symlink, link.
 
 Only ``mkdir`` reaches the UFS (a directory marker), before the tree changes;
-new files stay tree-only (etag "") until the data layer uploads them and calls
-``commit_upload``. The caller (``EmbeddedMeta``) holds the namespace lock.
-Write transactions go through ``write_txn`` (re-run on a conflict, etcd).
+every new name's key must be one the UFS can hold (``ufs_names``), checked in
+the transaction that adds it (and before the marker). New files stay tree-only
+(etag "") until the data layer uploads them and calls ``commit_upload``.
+The caller (``EmbeddedMeta``) holds the namespace lock. Write transactions
+go through ``write_txn`` (re-run on a conflict, etcd).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from cloudfs.meta.server.kv import KVTxn
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.names import validate_name
 from cloudfs.meta.server.store_calls import call_store
+from cloudfs.meta.server.ufs_names import check_key
 from cloudfs.types import Attr
+from cloudfs.ufs.interface import ObjectStore
 
 SYMLINK_MAX = 4096  # PATH_MAX
 
@@ -50,8 +54,11 @@ def _inherit(parent_rec: InodeRecord, rec: InodeRecord) -> InodeRecord:
     return replace(rec, gid=parent_rec.gid, mode=mode)
 
 
-def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) -> Attr:
-    """Add ``name`` in ``parent`` for a new inode ``rec`` (``AlreadyExists`` if taken)."""
+def _insert(
+    txn: KVTxn, store: ObjectStore, op: str, parent: int, name: bytes, rec: InodeRecord, now: int
+) -> Attr:
+    """Add ``name`` in ``parent`` for a new inode ``rec`` (``AlreadyExists`` if taken, the
+    store's error if it cannot hold the key)."""
     txn.get_many(  # every key read below, in one round trip where the engine is remote
         [
             codec.inode_key(parent),
@@ -61,6 +68,7 @@ def _insert(txn: KVTxn, parent: int, name: bytes, rec: InodeRecord, now: int) ->
         ]
     )
     parent_rec = _check_free(txn, parent, name)
+    check_key(store, op, tree.entry_key(txn, parent, name), directory=tree.is_dir(rec))
     ino = tree.alloc_inodes(txn, 1)
     rec = replace(_inherit(parent_rec, rec), parent=parent, name=name)
     tree.save(txn, ino, rec)
@@ -88,10 +96,8 @@ def create(
         ctime_ns=now,
         rdev=rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0,
     )
-    if kind == stat.S_IFREG:  # its bytes will become an object under this key
-        with ctx.kv.transaction(write=False) as txn:
-            ctx.store.validate_key(tree.entry_key(txn, parent, name))
-    return write_txn(ctx.kv, lambda txn: _insert(txn, parent, name, rec, now))
+    op = "create" if kind == stat.S_IFREG else "mknod"
+    return write_txn(ctx.kv, lambda txn: _insert(txn, ctx.store, op, parent, name, rec, now))
 
 
 def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
@@ -99,7 +105,7 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
     with ctx.kv.transaction(write=False) as txn:
         _check_free(txn, parent, name)
         key = tree.entry_key(txn, parent, name)
-    ctx.store.validate_key(key)
+    check_key(ctx.store, "mkdir", key, directory=True)
     call_store(ctx.store.make_dir, key)
     now = ctx.clock()
     # A directory we just made is empty in the UFS too: it counts as listed.
@@ -115,7 +121,7 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
         loaded_at_ns=now,
         ufs=True,
     )
-    return write_txn(ctx.kv, lambda txn: _insert(txn, parent, name, rec, now))
+    return write_txn(ctx.kv, lambda txn: _insert(txn, ctx.store, "mkdir", parent, name, rec, now))
 
 
 def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
@@ -139,7 +145,7 @@ def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int,
     )
 
     def insert(txn: KVTxn) -> Attr:
-        attr = _insert(txn, parent, name, rec, now)
+        attr = _insert(txn, ctx.store, "symlink", parent, name, rec, now)
         txn.put(codec.symlink_key(attr.inode), target)
         return attr
 
@@ -159,6 +165,8 @@ def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
         if rec.nlink >= 0xFFFFFFFF:
             raise FsError("too many links", errno=errno.EMLINK)
         _check_free(txn, new_parent, new_name)
+        # The object moves to this name's key if the first name goes.
+        check_key(ctx.store, "link", tree.entry_key(txn, new_parent, new_name))
         tree.add_name(txn, new_parent, new_name, ino)
         txn.put(codec.link_key(ino, new_parent, new_name), b"")
         rec = replace(rec, nlink=rec.nlink + 1, ctime_ns=now)

@@ -3,7 +3,9 @@
 The read phase checks POSIX rules and plans the UFS moves; the moves run; the
 write phase rewires the dentries. Keys derive from primary paths, so moving a
 directory's dentry moves its whole subtree's keys with it, matching the
-store's ``rename_dir``. What has no UFS presence (files not uploaded yet,
+store's ``rename_dir``; a key the store could not hold, the new name's or
+one below a moved directory, is refused before any move (``ufs_names``).
+What has no UFS presence (files not uploaded yet,
 secondary hard-link names, symlinks, fifos) moves in the tree only.
 
 An exchange of two UFS entries goes through a temporary key next to the
@@ -34,6 +36,7 @@ from cloudfs.meta.server.kv import KVTxn
 from cloudfs.meta.server.kv_retry import write_txn
 from cloudfs.meta.server.names import validate_name
 from cloudfs.meta.server.store_calls import call_store
+from cloudfs.meta.server.ufs_names import check_key, check_subtree
 from cloudfs.ufs.interface import ObjectStore
 
 Step = Callable[[], object]
@@ -68,6 +71,23 @@ def _check_replace(txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRec
         raise NotEmpty("target directory is not empty")
 
 
+def _exchange_tmp(dst_key: str) -> str:
+    """A temporary key beside ``dst_key``, of a fixed 34-byte name: a key near the
+    UFS's length limit leaves room for it unless its own name is under 34 bytes."""
+    parent = dst_key.rpartition("/")[0]
+    name = f".cloudfs-exchange-{uuid.uuid4().hex[:16]}"
+    return f"{parent}/{name}" if parent else name
+
+
+def _check_moved(
+    txn: KVTxn, store: ObjectStore, ino: int, rec: InodeRecord, old_key: str, new_key: str
+) -> None:
+    """The store must hold ``new_key`` and, for a directory, every key below it once moved."""
+    check_key(store, "rename", new_key, directory=tree.is_dir(rec))
+    if tree.is_dir(rec):
+        check_subtree(txn, store, "rename", ino, old_key, new_key)
+
+
 def _plan(
     txn: KVTxn, store: ObjectStore, old: tuple[int, bytes], new: tuple[int, bytes], flags: int
 ) -> _Plan | None:
@@ -89,18 +109,17 @@ def _plan(
     dst_rec = None if dst is None else tree.load(txn, dst)
     src_key, dst_key = tree.entry_key(txn, *old), tree.entry_key(txn, *new)
     s_kind = _presence(src_rec, *old)
-    if s_kind or tree.is_dir(src_rec):
-        store.validate_key(dst_key)
+    _check_moved(txn, store, src, src_rec, src_key, dst_key)
     plan = _Plan(src, dst)
     if flags & RENAME_EXCHANGE:
         assert dst is not None and dst_rec is not None
         if tree.is_dir(dst_rec) and tree.is_ancestor(txn, dst, old[0]):
             raise InvalidArgument("cannot move a directory into itself")
         d_kind = _presence(dst_rec, *new)
-        if d_kind or tree.is_dir(dst_rec):
-            store.validate_key(src_key)
+        _check_moved(txn, store, dst, dst_rec, dst_key, src_key)
         if s_kind and d_kind:
-            tmp = f"{dst_key}.cloudfs-exchange-{uuid.uuid4().hex}"
+            tmp = _exchange_tmp(dst_key)
+            check_key(store, "rename", tmp, directory=d_kind == "dir")
             plan.steps += [
                 _move(store, d_kind, dst_key, tmp),
                 _move(store, s_kind, src_key, dst_key),
