@@ -92,15 +92,16 @@ def mount_group(
         if cache.peers:
             log.info("cache group: %s", ", ".join(cache.peers))
             built.peers = PeerGroup(
-                cache.peers, data_uri, metrics, token=config.peer_token, self_address=serve
-            )
+                cache.peers, data_uri, metrics, token=config.peer_token, self_address=serve,
+                tls=config.tls,
+            )  # fmt: skip
         elif cache.group:
             built.client = GroupClient(
-                parse_tree_uri(config.ufs_uri).address, token=config.tree_token
+                parse_tree_uri(config.ufs_uri).address, token=config.tree_token, tls=config.tls
             )
             built.peers = PeerGroup(
                 _first_listing(built.client, cache.group), data_uri, metrics,
-                token=config.peer_token, self_address=serve,
+                token=config.peer_token, self_address=serve, tls=config.tls,
             )  # fmt: skip
             log.info("cache group %s: %s", cache.group, ", ".join(built.peers.members) or "empty")
             built.watcher = GroupWatcher(

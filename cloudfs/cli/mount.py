@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from cloudfs.cache.admission import POLICIES
-from cloudfs.cli import checks, mount_options, runtime
+from cloudfs.cli import checks, mount_options, runtime, tls_flags
 from cloudfs.cli.daemon import run_detached
 from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.cli.meta_serve import is_loopback, read_token
@@ -134,6 +134,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         write=write,
         tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
         peer_token=peer_token,
+        tls=tls_flags.client_tls(args.tls_ca, args.tls_cert, args.tls_key),
         local_blocks=not args.no_local_blocks,
     )
 

@@ -58,6 +58,9 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "token_file": ("token_file", True),
     "cache_peers": ("cache_peers", True),
     "cache_token_file": ("cache_token_file", True),
+    "tls_ca": ("tls_ca", True),
+    "tls_cert": ("tls_cert", True),
+    "tls_key": ("tls_key", True),
     "cache_group": ("cache_group", True),
     "cache_group_serve": ("cache_group_serve", True),
     "staging_size": ("staging_size", True),
@@ -191,6 +194,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-token-file",
         help="the cache group's token (or $CLOUDFS_CACHE_TOKEN)",
+    )
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="TLS to the tree service and cache workers, whose certificates this CA signed "
+        "(-o tls_ca=FILE, $CLOUDFS_TLS_CA)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="present this client certificate (mTLS) (-o tls_cert=FILE, $CLOUDFS_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key", metavar="FILE", help="its private key (-o tls_key=FILE, $CLOUDFS_TLS_KEY)"
     )
     p.add_argument(
         "--staging-dir",
