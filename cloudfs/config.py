@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cloudfs.tls import ClientTLS
+    from cloudfs.tls import ClientTLS, ServerTLS
     from cloudfs.tokens import Token
 
 MiB = 1024 * 1024
@@ -93,6 +93,7 @@ class MountConfig:
     tree_token: Token | None = None  # grpc:// mounts: the tree service's token
     peer_token: Token | None = None  # the cache group's token (cache.peers)
     tls: ClientTLS | None = None  # TLS to the tree service and the cache group's members
+    group_serve_tls: ServerTLS | None = None  # what cache.group_serve serves TLS with
     # grpc:// mounts: serve the blocks to this user's other processes on this node
     # (cloudfs.client: fsspec, the S3 gateway) over a UNIX socket (cli/local_blocks.py).
     local_blocks: bool = True

@@ -143,8 +143,9 @@ def _server(
     worker = BlockWorker(SingleStore(data_uri, store, config.store_id), memory, disk, metrics)
     try:
         server = CacheServer(
-            worker, address, metrics, token=config.peer_token, threads=SERVE_THREADS
-        )
+            worker, address, metrics, token=config.peer_token, threads=SERVE_THREADS,
+            tls=config.group_serve_tls,
+        )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"--cache-group-serve: cannot listen on {address}: {e}") from None
     log.info("serving this mount's cache to the group on %s", address)

@@ -58,6 +58,8 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "token_file": ("token_file", True),
     "cache_peers": ("cache_peers", True),
     "cache_token_file": ("cache_token_file", True),
+    "cache_group_serve_cert": ("cache_group_serve_cert", True),
+    "cache_group_serve_key": ("cache_group_serve_key", True),
     "tls_ca": ("tls_ca", True),
     "tls_cert": ("tls_cert", True),
     "tls_key": ("tls_key", True),
@@ -183,6 +185,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve this mount's own memory and disk cache (its own volume only) to the "
         "group on HOST:PORT, an address the other nodes can reach, and join --cache-group "
         "as that member; off for short-lived pods (-o cache_group_serve=HOST:PORT)",
+    )
+    p.add_argument(
+        "--cache-group-serve-cert",
+        metavar="FILE",
+        help="serve --cache-group-serve over TLS with this certificate (needed with --tls-ca) "
+        "(-o cache_group_serve_cert=FILE)",
+    )
+    p.add_argument(
+        "--cache-group-serve-key",
+        metavar="FILE",
+        help="its private key (-o cache_group_serve_key=FILE)",
     )
     p.add_argument(
         "--no-local-blocks",

@@ -68,3 +68,22 @@ def test_the_mount_takes_tls_as_flags_options_or_environment(
     monkeypatch.setenv("CLOUDFS_TLS_CA", str(certs.ca))
     env = mount_config()
     assert env.tls is not None and env.tls.ca_file == str(certs.ca)
+
+
+def test_a_serving_mount_serves_tls_where_its_group_speaks_it(
+    certs: Certs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CLOUDFS_TLS_CA", raising=False)
+    serve = ("--cache-peers", "127.0.0.1:7081", "--cache-group-serve", "127.0.0.1:7082")
+    cert = ("--cache-group-serve-cert", str(certs.server_cert))
+    key = ("--cache-group-serve-key", str(certs.server_key))
+    assert mount_config(*serve).group_serve_tls is None  # a plaintext group, as before
+    with pytest.raises(UsageError, match="--cache-group-serve-cert"):
+        mount_config(*serve, "--tls-ca", str(certs.ca))
+    served = mount_config(*serve, "--tls-ca", str(certs.ca), *cert, *key)
+    assert served.group_serve_tls is not None
+    assert served.group_serve_tls.cert_file == str(certs.server_cert)
+    with pytest.raises(UsageError, match="go together"):
+        mount_config(*serve, *cert)
+    with pytest.raises(UsageError, match="goes with --cache-group-serve"):
+        mount_config(*cert, *key)
