@@ -89,9 +89,13 @@ class MountFacts:
 
 
 def _token(message: Message) -> Token | None:
-    """The mount's token: its file (followed as it rotates) or its value."""
+    """The mount's token: its file where this process can read it (followed as it
+    rotates; another container may not see it), else its value now."""
     if message.get("token_file"):
-        return TokenFile(str(message["token_file"]))
+        try:
+            return TokenFile(str(message["token_file"]))
+        except UsageError:
+            pass
     return message.get("token") or None
 
 

@@ -50,10 +50,10 @@ def describe_mount(config: MountConfig, data_uri: str, tree_socket: str) -> Mess
         tree = parse_tree_uri(config.ufs_uri)
         description.update(tree_address=tree.address, volume=tree.volume)
         token = token_source(config.tree_token)
-        if isinstance(token, TokenFile):  # a process that lives on follows its rotation
-            description["token_file"] = token.path
-        elif token is not None:
+        if token is not None:
             description["token"] = token.current()
+        if isinstance(token, TokenFile):  # a process that can read it follows its rotation
+            description["token_file"] = token.path
         if config.tls is not None:
             description.update(
                 tls_ca=config.tls.ca_file, tls_cert=config.tls.cert_file,
