@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cloudfs.tls import ClientTLS, ServerTLS
+    from cloudfs.tokens import Token
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -85,8 +90,10 @@ class MountConfig:
     log_file: str | None = None
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint
     write: WriteConfig = WriteConfig()
-    tree_token: str | None = None  # grpc:// mounts: the tree service's token
-    peer_token: str | None = None  # the cache group's token (cache.peers)
+    tree_token: Token | None = None  # grpc:// mounts: the tree service's token
+    peer_token: Token | None = None  # the cache group's token (cache.peers)
+    tls: ClientTLS | None = None  # TLS to the tree service and the cache group's members
+    group_serve_tls: ServerTLS | None = None  # what cache.group_serve serves TLS with
     # grpc:// mounts: serve the blocks to this user's other processes on this node
     # (cloudfs.client: fsspec, the S3 gateway) over a UNIX socket (cli/local_blocks.py).
     local_blocks: bool = True

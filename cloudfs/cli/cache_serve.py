@@ -19,7 +19,11 @@ overrides): anyone with the token can
 read what those credentials can. ``file://`` stores only with
 ``--allow-file-stores``. Stays in the foreground; SIGTERM or SIGINT stops it
 after the calls in flight. Only a worker listening on loopback may run
-without a token (``--no-token``).
+without a token (``--no-token``) or without TLS (``--tls-cert``/``--tls-key``;
+``--insecure`` allows plaintext beyond loopback). The token file is re-read
+when it changes. Its calls to the tree service (``--group``) use TLS with
+``--meta-tls-ca`` (and ``--meta-tls-cert``/``--meta-tls-key`` for mTLS). See
+docs/security.md.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES, make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
-from cloudfs.cli import checks
+from cloudfs.cli import checks, tls_flags
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.cli.sizes import parse_seconds, parse_size
@@ -52,6 +56,8 @@ from cloudfs.peers.membership import (
 )
 from cloudfs.peers.stores import StoreCache
 from cloudfs.peers.worker import BlockWorker
+from cloudfs.tls import ClientTLS
+from cloudfs.tokens import Token
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +108,8 @@ def add_parser(commands: Any) -> None:
         f"({HEARTBEAT_SECONDS:g})",
     )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    tls_flags.add_server_flags(p)
+    tls_flags.add_client_flags(p, prefix="meta-")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)
 
@@ -126,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.threads.isdigit() or int(args.threads) < 1:
         raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
     joining = _joining(args)
+    tls = tls_flags.server_tls(args, log)
     check_can_listen(host, port)
     cache_dir = os.path.abspath(args.cache_dir)
     lock = checks.lock_cache_dir(cache_dir)  # two workers must not share one index
@@ -147,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
     )
     worker = BlockWorker(stores, MemoryBlockCache(memory_bytes, metrics), disk, metrics)
     try:
-        server = CacheServer(worker, args.listen, metrics, token=token, threads=int(args.threads))
+        server = CacheServer(
+            worker, args.listen, metrics, token=token, threads=int(args.threads), tls=tls
+        )
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     if args.metrics:
@@ -161,8 +172,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     server.start()
     log.info(
-        "cache worker on port %d, blocks in %s%s",
-        server.port, cache_dir, " (token required)" if token else "",
+        "cache worker on port %d, blocks in %s%s%s",
+        server.port, cache_dir, " over TLS" if tls else "", " (token required)" if token else "",
     )  # fmt: skip
     print(f"listening on {host}:{server.port}", flush=True)
     heartbeat = (
@@ -184,7 +195,8 @@ class Joining:
 
     group: str
     meta: str  # HOST:PORT of the tree service
-    token: str | None
+    token: Token | None
+    tls: ClientTLS | None
     advertise: str | None  # None: --listen, with the port actually bound
     interval: float
 
@@ -218,6 +230,7 @@ def _joining(args: argparse.Namespace) -> Joining | None:
         group=args.group,
         meta=parse_tree_address(args.meta, "--meta"),
         token=read_token(args.meta_token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
+        tls=tls_flags.client_tls(args.meta_tls_ca, args.meta_tls_cert, args.meta_tls_key),
         advertise=f"{host}:{port}" if args.advertise else None,
         interval=interval,
     )
@@ -225,7 +238,7 @@ def _joining(args: argparse.Namespace) -> Joining | None:
 
 def _heartbeat(joining: Joining, address: str) -> GroupHeartbeat:
     heartbeat = GroupHeartbeat(
-        GroupClient(joining.meta, token=joining.token),
+        GroupClient(joining.meta, token=joining.token, tls=joining.tls),
         joining.group,
         address,
         interval=joining.interval,

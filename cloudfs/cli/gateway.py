@@ -8,7 +8,10 @@ $CLOUDFS_GATEWAY_ACCESS_KEY/$CLOUDFS_GATEWAY_SECRET_KEY. Reads go through
 this process's block cache (keyed as a mount's), writes are committed into
 the tree and the UFS as a mount's write-through commits them. Stays in the
 foreground; SIGTERM or SIGINT stops accepting and lets requests under way
-finish. See docs/gateway.md.
+finish. Beyond loopback it serves HTTPS (``--tls-cert``/``--tls-key``, with
+``--tls-client-ca`` for mTLS) unless ``--insecure``; its calls to the tree
+service use TLS with ``--meta-tls-ca`` (``--meta-tls-cert``/``--meta-tls-key``
+for mTLS). See docs/gateway.md and docs/security.md.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tempfile
 import threading
 from typing import Any
 
+from cloudfs.cli import tls_flags
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import FsError, StartupError, UsageError
@@ -59,6 +63,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     p.add_argument("--threads", default="32", help="requests served at once (32)")
+    tls_flags.add_server_flags(p)
+    tls_flags.add_client_flags(p, prefix="meta-")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)
 
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.threads.isdigit() or int(args.threads) < 1:
         raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
     keys = sigv4.load_keys(args.keys_file)
+    tls = tls_flags.server_tls(args, log)
     options = client_options(
         meta_server=args.meta,
         token=read_token(args.meta_token_file),
@@ -86,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         memory_cache_size=args.memory_cache_size,
         s3_endpoint=args.s3_endpoint,
         meta_ttl=args.meta_ttl,
+        tls_ca=args.meta_tls_ca,
+        tls_cert=args.meta_tls_cert,
+        tls_key=args.meta_tls_key,
     )
     check_can_listen(host, port)
     staging = args.staging_dir or tempfile.mkdtemp(prefix="cloudfs-gateway-")
@@ -106,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         buckets, staging, options.block_size, region=args.region, metrics=GatewayMetrics(metrics)
     )
     try:
-        server = GatewayServer(gateway, args.listen, keys, threads=int(args.threads))
+        server = GatewayServer(gateway, args.listen, keys, threads=int(args.threads), tls=tls)
     except OSError as e:
         raise StartupError(f"cannot listen on {args.listen}: {e.strerror or e}") from None
     if args.metrics:
@@ -119,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.start()
-    log.info("S3 gateway on port %d, staging in %s", server.port, staging)
+    log.info(
+        "S3 gateway on port %d%s, staging in %s", server.port, " over TLS" if tls else "", staging
+    )
     print(f"listening on {host}:{server.port}", flush=True)
     try:
         stopping.wait()

@@ -92,15 +92,16 @@ def mount_group(
         if cache.peers:
             log.info("cache group: %s", ", ".join(cache.peers))
             built.peers = PeerGroup(
-                cache.peers, data_uri, metrics, token=config.peer_token, self_address=serve
-            )
+                cache.peers, data_uri, metrics, token=config.peer_token, self_address=serve,
+                tls=config.tls,
+            )  # fmt: skip
         elif cache.group:
             built.client = GroupClient(
-                parse_tree_uri(config.ufs_uri).address, token=config.tree_token
+                parse_tree_uri(config.ufs_uri).address, token=config.tree_token, tls=config.tls
             )
             built.peers = PeerGroup(
                 _first_listing(built.client, cache.group), data_uri, metrics,
-                token=config.peer_token, self_address=serve,
+                token=config.peer_token, self_address=serve, tls=config.tls,
             )  # fmt: skip
             log.info("cache group %s: %s", cache.group, ", ".join(built.peers.members) or "empty")
             built.watcher = GroupWatcher(
@@ -142,8 +143,9 @@ def _server(
     worker = BlockWorker(SingleStore(data_uri, store, config.store_id), memory, disk, metrics)
     try:
         server = CacheServer(
-            worker, address, metrics, token=config.peer_token, threads=SERVE_THREADS
-        )
+            worker, address, metrics, token=config.peer_token, threads=SERVE_THREADS,
+            tls=config.group_serve_tls,
+        )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"--cache-group-serve: cannot listen on {address}: {e}") from None
     log.info("serving this mount's cache to the group on %s", address)

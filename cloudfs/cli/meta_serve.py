@@ -4,8 +4,11 @@
 
 Stays in the foreground (a service manager or Kubernetes runs it); SIGTERM or
 SIGINT stops it after the calls in flight. Every client must present the
-token in ``--token-file``; only a server listening on loopback may run
-without one (``--no-token``, for trying it out). UFS credentials for the
+token in ``--token-file`` (re-read when the file changes: a rotated token
+works without a restart); only a server listening on loopback may run
+without one (``--no-token``, for trying it out). Beyond loopback it serves
+TLS (``--tls-cert``/``--tls-key``, and ``--tls-client-ca`` for mTLS) unless
+``--insecure`` is given; see docs/security.md. UFS credentials for the
 volumes' listings come from the environment, as for ``cloudfs mount``.
 """
 
@@ -15,14 +18,18 @@ import argparse
 import logging
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
+from cloudfs.cli import tls_flags
 from cloudfs.config import S3Config
 from cloudfs.errors import StartupError, UsageError
 from cloudfs.meta.server.kv import KVEngine
 from cloudfs.meta.server.kv_lmdb import LmdbKV
+from cloudfs.tls import is_loopback
+from cloudfs.tokens import TokenFile
 from cloudfs.ufs.factory import open_store
+
+__all__ = ["add_parser", "is_loopback", "read_token", "run"]
 
 
 def add_parser(commands: Any) -> None:
@@ -43,20 +50,15 @@ def add_parser(commands: Any) -> None:
         "--threads", default="256", help="concurrent calls, one Watch per mount included (256)"
     )
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
+    tls_flags.add_server_flags(p)
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)
 
 
-def read_token(path: str | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        token = Path(path).read_text().strip()
-    except OSError as e:
-        raise UsageError(f"cannot read token file {path}: {e.strerror}") from None
-    if not token:
-        raise UsageError(f"token file {path} is empty")
-    return token
+def read_token(path: str | None) -> TokenFile | None:
+    """The token of ``--token-file`` (``UsageError`` if unreadable or empty), re-read
+    whenever the file changes."""
+    return TokenFile(path) if path is not None else None
 
 
 def open_engine(uri: str) -> KVEngine:
@@ -88,11 +90,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
         )
+    tls = tls_flags.server_tls(args, logging.getLogger(__name__))
     engine = open_engine(args.engine)
     s3 = S3Config(endpoint_url=args.s3_endpoint)
     volumes = Volumes(engine, lambda uri: open_store(uri, s3))
     try:
-        server = TreeServer(volumes, args.listen, token=token, threads=int(args.threads))
+        server = TreeServer(volumes, args.listen, token=token, threads=int(args.threads), tls=tls)
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     stopping = threading.Event()
@@ -104,7 +107,11 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     server.start()
     logging.getLogger(__name__).info(
-        "serving %s on port %d%s", args.engine, server.port, " (token required)" if token else ""
+        "serving %s on port %d%s%s",
+        args.engine,
+        server.port,
+        " over TLS" if tls else "",
+        " (token required)" if token else "",
     )
     print(f"listening on {args.listen.rsplit(':', 1)[0]}:{server.port}", flush=True)
     try:
@@ -114,9 +121,3 @@ def run(args: argparse.Namespace) -> int:
         volumes.close()
         engine.close()
     return 0
-
-
-def is_loopback(listen: str) -> bool:
-    """Whether a listen address (HOST:PORT) is reachable from this host only."""
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    return host in ("127.0.0.1", "::1", "localhost")

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from cloudfs.cache.admission import POLICIES
-from cloudfs.cli import checks, mount_options, runtime
+from cloudfs.cli import checks, mount_options, runtime, tls_flags
 from cloudfs.cli.daemon import run_detached
 from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.cli.meta_serve import is_loopback, read_token
@@ -17,6 +17,7 @@ from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
 from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.remote import TreeUri, is_tree_uri, parse_tree_uri
 from cloudfs.meta.service.groups import validate_group_name, validate_member_address
+from cloudfs.tls import ClientTLS, ServerTLS, load_server_tls
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
 
 
@@ -94,6 +95,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     block_dirs = tuple(os.path.abspath(d) for d in (args.block_cache_dirs or "").split(":") if d)
     peers = parse_members(args.cache_peers, "--cache-peers") if args.cache_peers else ()
     group, group_serve = _group_options(args, tree)
+    tls = tls_flags.client_tls(args.tls_ca, args.tls_cert, args.tls_key)
     peer_token = read_token(args.cache_token_file) or os.environ.get("CLOUDFS_CACHE_TOKEN") or None
     if group_serve and peer_token is None and not is_loopback(group_serve):
         raise UsageError("--cache-group-serve beyond loopback needs --cache-token-file")
@@ -134,6 +136,8 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         write=write,
         tree_token=read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
         peer_token=peer_token,
+        tls=tls,
+        group_serve_tls=_group_serve_tls(args, group_serve, tls),
         local_blocks=not args.no_local_blocks,
     )
 
@@ -167,6 +171,24 @@ def _group_options(args: argparse.Namespace, tree: TreeUri | None) -> tuple[str 
                 "(not 0.0.0.0 or [::]) and a port (not 0); the mount listens there"
             ) from None
     return group, serve
+
+
+def _group_serve_tls(
+    args: argparse.Namespace, serve: str | None, tls: ClientTLS | None
+) -> ServerTLS | None:
+    """The certificate ``--cache-group-serve`` serves with: required where the mount
+    reaches the group's members over TLS (they reach it the same way)."""
+    cert, key = args.cache_group_serve_cert, args.cache_group_serve_key
+    if (cert is None) != (key is None):
+        raise UsageError("--cache-group-serve-cert and --cache-group-serve-key go together")
+    if cert is not None and serve is None:
+        raise UsageError("--cache-group-serve-cert goes with --cache-group-serve")
+    if serve is not None and cert is None and tls is not None:
+        raise UsageError(
+            "--cache-group-serve with --tls-ca: the group's members speak TLS, so give "
+            "--cache-group-serve-cert and --cache-group-serve-key"
+        )
+    return load_server_tls(cert, key)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,6 +58,11 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "token_file": ("token_file", True),
     "cache_peers": ("cache_peers", True),
     "cache_token_file": ("cache_token_file", True),
+    "cache_group_serve_cert": ("cache_group_serve_cert", True),
+    "cache_group_serve_key": ("cache_group_serve_key", True),
+    "tls_ca": ("tls_ca", True),
+    "tls_cert": ("tls_cert", True),
+    "tls_key": ("tls_key", True),
     "cache_group": ("cache_group", True),
     "cache_group_serve": ("cache_group_serve", True),
     "staging_size": ("staging_size", True),
@@ -182,6 +187,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "as that member; off for short-lived pods (-o cache_group_serve=HOST:PORT)",
     )
     p.add_argument(
+        "--cache-group-serve-cert",
+        metavar="FILE",
+        help="serve --cache-group-serve over TLS with this certificate (needed with --tls-ca) "
+        "(-o cache_group_serve_cert=FILE)",
+    )
+    p.add_argument(
+        "--cache-group-serve-key",
+        metavar="FILE",
+        help="its private key (-o cache_group_serve_key=FILE)",
+    )
+    p.add_argument(
         "--no-local-blocks",
         action="store_true",
         help="grpc:// mounts: do not serve this mount's cached blocks to this user's other "
@@ -191,6 +207,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-token-file",
         help="the cache group's token (or $CLOUDFS_CACHE_TOKEN)",
+    )
+    p.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="TLS to the tree service and cache workers, whose certificates this CA signed "
+        "(-o tls_ca=FILE, $CLOUDFS_TLS_CA)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="present this client certificate (mTLS) (-o tls_cert=FILE, $CLOUDFS_TLS_CERT)",
+    )
+    p.add_argument(
+        "--tls-key", metavar="FILE", help="its private key (-o tls_key=FILE, $CLOUDFS_TLS_KEY)"
     )
     p.add_argument(
         "--staging-dir",

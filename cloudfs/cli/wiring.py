@@ -65,11 +65,11 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     local: LocalTree | None = None  # an embedded tree, served to local processes too
     if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
         tree = parse_tree_uri(config.ufs_uri)
-        ufs_uri = _volume_ufs(tree, config.tree_token)
+        ufs_uri = _volume_ufs(tree, config)
         data_uri = ufs_uri
         store = MeteredObjectStore(open_store(ufs_uri, config.s3), metrics)
         store.check()
-        grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token)
+        grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
         try:
             grpc_meta.start_session()
         except FsError as e:
@@ -260,9 +260,9 @@ def _facts(config: MountConfig, open_path: str) -> dict[str, object]:
     }
 
 
-def _volume_ufs(tree: TreeUri, token: str | None) -> str:
+def _volume_ufs(tree: TreeUri, config: MountConfig) -> str:
     """The UFS URI of a tree-service volume (this mount reads and writes its objects)."""
-    client = VolumeClient(tree.address, token=token)
+    client = VolumeClient(tree.address, token=config.tree_token, tls=config.tls)
     try:
         return client.get(tree.volume).ufs_uri
     except FsError as e:

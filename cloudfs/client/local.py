@@ -31,9 +31,18 @@ from cloudfs.config import S3Config
 from cloudfs.control import client as control
 from cloudfs.control import paths
 from cloudfs.control.protocol import Message
-from cloudfs.errors import AccessDenied, FsError, InvalidArgument, NotFound, StartupError
+from cloudfs.errors import (
+    AccessDenied,
+    FsError,
+    InvalidArgument,
+    NotFound,
+    StartupError,
+    UsageError,
+)
 from cloudfs.meta.client import GrpcMeta
 from cloudfs.metrics import Metrics
+from cloudfs.tls import ClientTLS, load_client_tls
+from cloudfs.tokens import Token, TokenFile
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
 
@@ -50,7 +59,8 @@ class MountFacts:
     block_size: int
     tree_address: str  # "unix:PATH" or "HOST:PORT"
     volume: str
-    token: str | None = None
+    token: Token | None = None
+    tls: ClientTLS | None = None
     s3_endpoint: str | None = None
     s3_region: str | None = None
     read_only: bool = False
@@ -64,13 +74,29 @@ class MountFacts:
                 block_size=int(message["block_size"]),
                 tree_address=str(message["tree_address"]),
                 volume=str(message["volume"]),
-                token=message.get("token") or None,
+                token=_token(message),
+                tls=load_client_tls(
+                    message.get("tls_ca"), message.get("tls_cert"), message.get("tls_key")
+                ),
                 s3_endpoint=message.get("s3_endpoint") or None,
                 s3_region=message.get("s3_region") or None,
                 read_only=bool(message.get("read_only", False)),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidArgument(f"the mount's description lacks {e}") from None
+        except UsageError as e:  # its token or TLS files, unreadable to this process
+            raise AccessDenied(f"the mount's {e}") from None
+
+
+def _token(message: Message) -> Token | None:
+    """The mount's token: its file where this process can read it (followed as it
+    rotates; another container may not see it), else its value now."""
+    if message.get("token_file"):
+        try:
+            return TokenFile(str(message["token_file"]))
+        except UsageError:
+            pass
+    return message.get("token") or None
 
 
 def split_mount_path(path: str, mounts: Iterable[mountinfo.Mount]) -> tuple[mountinfo.Mount, Parts]:
@@ -121,7 +147,10 @@ def describe(mount: mountinfo.Mount, timeout: float = DESCRIBE_TIMEOUT) -> Mount
 def open_mount(mount: mountinfo.Mount, options: ClientOptions, metrics: Metrics) -> VolumeHandle:
     """A handle on the mount's tree and data, keyed as the mount keys its blocks."""
     facts = describe(mount, options.timeout)
-    meta = GrpcMeta(facts.tree_address, facts.volume, token=facts.token, timeout=options.timeout)
+    meta = GrpcMeta(
+        facts.tree_address, facts.volume, token=facts.token, timeout=options.timeout,
+        tls=facts.tls,
+    )  # fmt: skip
     s3 = S3Config(
         endpoint_url=facts.s3_endpoint or options.s3.endpoint_url,
         region=facts.s3_region or options.s3.region,

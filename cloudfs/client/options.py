@@ -5,7 +5,9 @@ The tree service's address and token come from the storage options
 (``meta_server="HOST:PORT"``, ``token=...``) or, as for ``cloudfs mount
 grpc://...`` and ``cloudfs volume``, from ``$CLOUDFS_META_SERVER`` and
 ``$CLOUDFS_META_TOKEN``, so a training script needs no options at all on a
-node where the mount's environment is set. Blocks are read through a mount of
+node where the mount's environment is set. TLS to the tree service: storage
+options ``tls_ca`` (and ``tls_cert``, ``tls_key`` for mTLS) or
+``$CLOUDFS_TLS_CA``, ``$CLOUDFS_TLS_CERT``, ``$CLOUDFS_TLS_KEY``. Blocks are read through a mount of
 the volume on the same node when one serves them (``local_mount=False``: never;
 ``block_size`` must then be the mount's). Cache sizes are spelt as on the
 command line (``"256M"``) or given as integers.
@@ -21,6 +23,8 @@ from cloudfs.config import MiB, S3Config
 from cloudfs.errors import UsageError
 from cloudfs.meta.remote import TreeUri, parse_tree_uri
 from cloudfs.meta.service.volumes import validate_volume_name
+from cloudfs.tls import ClientTLS, client_tls
+from cloudfs.tokens import Token
 
 META_SERVER_ENV = "CLOUDFS_META_SERVER"
 META_TOKEN_ENV = "CLOUDFS_META_TOKEN"
@@ -36,7 +40,7 @@ MAX_BLOCK = 64 * MiB
 @dataclass(frozen=True, slots=True)
 class ClientOptions:
     meta_server: str  # HOST:PORT of the tree service; "": none (mounts' paths only)
-    token: str | None
+    token: Token | None
     # Must equal the mount's --block-size for the two to share block keys (4M by default).
     block_size: int = 4 * MiB
     memory_bytes: int = 256 * MiB  # the in-process block cache, per process
@@ -46,6 +50,7 @@ class ClientOptions:
     local_mount: bool = True
     # Seconds a resolved directory is trusted without asking the tree (names.py); 0: never.
     meta_ttl: float = 1.0
+    tls: ClientTLS | None = None  # TLS to the tree service (None: plaintext)
 
     def tree(self, volume: str) -> TreeUri:
         """The ``grpc://`` form of ``volume``: what a mount of it is named and salts its
@@ -58,7 +63,7 @@ class ClientOptions:
 
 def client_options(
     meta_server: str | None = None,
-    token: str | None = None,
+    token: Token | None = None,
     block_size: int | str | None = None,
     memory_cache_size: int | str | None = None,
     s3_endpoint: str | None = None,
@@ -66,6 +71,9 @@ def client_options(
     timeout: float | None = None,
     local_mount: bool = True,
     meta_ttl: float | None = None,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> ClientOptions:
     """Options from keyword arguments and the environment; ``UsageError`` if unusable."""
     server = meta_server or os.environ.get(META_SERVER_ENV) or ""
@@ -83,6 +91,7 @@ def client_options(
         timeout=10.0 if timeout is None else float(timeout),
         local_mount=bool(local_mount),
         meta_ttl=_seconds(meta_ttl, 1.0, "meta_ttl"),
+        tls=client_tls(tls_ca, tls_cert, tls_key),
     )
 
 

@@ -65,14 +65,18 @@ class VolumeHandle:
     def __init__(self, options: ClientOptions, volume: str, metrics: Metrics) -> None:
         """Looks the volume up (``NotFound`` for an unknown one) and opens its store."""
         tree = options.tree(volume)
-        client = VolumeClient(tree.address, token=options.token, timeout=options.timeout)
+        client = VolumeClient(
+            tree.address, token=options.token, timeout=options.timeout, tls=options.tls
+        )
         try:
             spec = client.get(volume)
         finally:
             client.close()
         self.name = volume
         self.ufs_uri = spec.ufs_uri
-        self.meta = GrpcMeta(tree.address, volume, token=options.token, timeout=options.timeout)
+        self.meta = GrpcMeta(
+            tree.address, volume, token=options.token, timeout=options.timeout, tls=options.tls
+        )
         self.store = MeteredObjectStore(open_store(spec.ufs_uri, options.s3), metrics)
         memory = MemoryBlockCache(options.memory_bytes, metrics)
         local = None

@@ -19,6 +19,7 @@ from cloudfs.control.protocol import Message
 from cloudfs.control.server import Emit, Handler
 from cloudfs.meta.remote import is_tree_uri, parse_tree_uri
 from cloudfs.meta.service.single import LOCAL_VOLUME
+from cloudfs.tokens import TokenFile, token_source
 from cloudfs.ufs.factory import configured_endpoint
 
 
@@ -48,8 +49,16 @@ def describe_mount(config: MountConfig, data_uri: str, tree_socket: str) -> Mess
     if is_tree_uri(config.ufs_uri):
         tree = parse_tree_uri(config.ufs_uri)
         description.update(tree_address=tree.address, volume=tree.volume)
-        if config.tree_token:
-            description["token"] = config.tree_token
+        token = token_source(config.tree_token)
+        if token is not None:
+            description["token"] = token.current()
+        if isinstance(token, TokenFile):  # a process that can read it follows its rotation
+            description["token_file"] = token.path
+        if config.tls is not None:
+            description.update(
+                tls_ca=config.tls.ca_file, tls_cert=config.tls.cert_file,
+                tls_key=config.tls.key_file,
+            )  # fmt: skip
     else:
         description.update(tree_address=f"unix:{tree_socket}", volume=LOCAL_VOLUME)
     return description

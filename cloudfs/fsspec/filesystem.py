@@ -22,7 +22,9 @@ Storage options: those of ``cloudfs.client.options.client_options``
 ``$CLOUDFS_META_TOKEN``; ``block_size``, the mount's ``--block-size``, 4M: the
 same blocks; ``memory_cache_size``, ``s3_endpoint``, ``s3_region``,
 ``timeout``, ``local_mount``, False: never read through a mount on this node;
-``meta_ttl``, seconds a directory is trusted, 1), then ``staging_dir``; ``metrics``, a
+``meta_ttl``, seconds a directory is trusted, 1; ``tls_ca``, ``tls_cert``,
+``tls_key``: TLS to the tree service, else ``$CLOUDFS_TLS_CA``...), then
+``staging_dir``; ``metrics``, a
 ``cloudfs.metrics.Metrics`` to count on (not part of the instance's identity),
 and ``metrics_address="HOST:PORT"`` to serve them to Prometheus as a mount's
 ``--metrics`` does: UFS requests and bytes (``cloudfs_ufs_*``), block-cache hits
@@ -177,7 +179,10 @@ class CloudFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec is un
             raise ValueError(NO_SERVER)
         with translated(""):
             client = VolumeClient(
-                self.options.meta_server, token=self.options.token, timeout=self.options.timeout
+                self.options.meta_server,
+                token=self.options.token,
+                timeout=self.options.timeout,
+                tls=self.options.tls,
             )
             try:
                 return sorted(spec.name for spec in client.list())

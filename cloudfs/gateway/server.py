@@ -40,6 +40,7 @@ from cloudfs.gateway.exchange import Headers, Request, Response
 from cloudfs.gateway.faults import s3_error
 from cloudfs.gateway.routing import route
 from cloudfs.gateway.transfer import ChunkedBody
+from cloudfs.tls import ServerTLS, handshake
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +88,16 @@ class _Listener(ThreadingHTTPServer):
 
 class GatewayServer:
     def __init__(
-        self, gateway: Gateway, address: str, keys: Mapping[str, str], *, threads: int = 32
+        self,
+        gateway: Gateway,
+        address: str,
+        keys: Mapping[str, str],
+        *,
+        threads: int = 32,
+        tls: ServerTLS | None = None,
     ) -> None:
-        """``address``: HOST:PORT (port 0 picks one: ``port``); ``keys``: access key -> secret.
-        ``OSError`` if it cannot listen."""
+        """``address``: HOST:PORT (port 0 picks one: ``port``); ``keys``: access key -> secret;
+        ``tls``: serve HTTPS (``cloudfs/tls.py``). ``OSError`` if it cannot listen."""
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -100,6 +107,8 @@ class GatewayServer:
         self._busy = 0
         self._busy_lock = threading.Condition()
         self._listener = _Listener((host, int(port)), family, self)
+        if tls is not None:
+            self._listener.socket = tls.wrap_listener(self._listener.socket)
         self.port: int = self._listener.server_address[1]
         self._thread: threading.Thread | None = None
 
@@ -151,6 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connection.settimeout(IDLE_SECONDS)
+        handshake(self.connection)  # TLS: a failed one ends this connection only
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

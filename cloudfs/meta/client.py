@@ -7,6 +7,12 @@ cannot apply a change twice) -- a restarted server is picked up again, and a
 call that cannot complete fails with EIO within a bounded time instead of
 hanging the mount. Errors come back as the ``FsError`` subclass of the errno
 the tree produced (``convert.from_errno``).
+
+With ``tls`` the channel is TLS (``cloudfs/tls.py``); a handshake that fails
+(a wrong CA, a plaintext server, a refused client certificate) is UNAVAILABLE
+to gRPC and comes back as EIO saying TLS, within the call's deadline. The
+token is read from its source on every call (``cloudfs/tokens.py``); a call
+refused UNAUTHENTICATED is sent once more if the token file changed since.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -25,6 +31,8 @@ from cloudfs.errors import AccessDenied, FsError, RemoteIOError
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVICE
+from cloudfs.tls import ClientTLS
+from cloudfs.tokens import Token, TokenSource, token_source
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
@@ -52,19 +60,49 @@ SERVICE_CONFIG = json.dumps(
 )
 
 
-def open_channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(
-        address,
-        options=[
-            ("grpc.service_config", SERVICE_CONFIG),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-        ],
-    )
+def open_channel(address: str, tls: ClientTLS | None = None) -> grpc.Channel:
+    """A channel to a tree server: TLS with ``tls``, else plaintext."""
+    options = [
+        ("grpc.service_config", SERVICE_CONFIG),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ]
+    if tls is not None:
+        return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+    return grpc.insecure_channel(address, options=options)
 
 
-def rpc_error(exc: grpc.RpcError, what: str, timeout: float) -> FsError:
-    """The ``FsError`` a failed call stands for."""
+_TLS_WORDS = ("ssl", "tls", "handshake", "certificate")
+
+
+def call_with_token(
+    method: Callable[..., Any],
+    request: Any,
+    *,
+    timeout: float | None,
+    token: TokenSource | None,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> Any:
+    """``method(request)`` with the token of now; once more if it was refused and the
+    token file changed since (a rotation the client had not seen yet)."""
+
+    def send() -> Any:
+        auth = (("authorization", f"Bearer {token.current()}"),) if token is not None else ()
+        return method(request, timeout=timeout, metadata=(*auth, *extra))
+
+    try:
+        return send()
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.UNAUTHENTICATED and token is not None and token.refresh():
+            return send()
+        raise
+
+
+def rpc_error(exc: grpc.RpcError, what: str, timeout: float, *, tls: bool | None = None) -> FsError:
+    """The ``FsError`` a failed call stands for; ``tls``: whether the channel is TLS (for
+    the hint when the server closed the connection at once: a TLS mismatch, or mTLS
+    without a client certificate), None when unknown."""
     code = exc.code() if hasattr(exc, "code") else None
     details = (exc.details() if hasattr(exc, "details") else "") or what
     trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
@@ -75,7 +113,16 @@ def rpc_error(exc: grpc.RpcError, what: str, timeout: float) -> FsError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return AccessDenied(f"{what}: the tree service refused the token ({details})")
     if code == grpc.StatusCode.UNAVAILABLE:
-        return RemoteIOError(f"{what}: the tree service is unreachable ({details})")
+        if any(word in details.lower() for word in _TLS_WORDS):
+            return RemoteIOError(f"{what}: TLS with the tree service failed ({details})")
+        hint = ""
+        if "socket closed" in details.lower() and tls is not None:
+            hint = (
+                "; if it requires a client certificate, give tls_cert and tls_key"
+                if tls
+                else "; if it serves TLS, give its CA (tls_ca)"
+            )
+        return RemoteIOError(f"{what}: the tree service is unreachable ({details}){hint}")
     return FsError(f"{what}: {details}", errno=errno.EIO)
 
 
@@ -83,19 +130,28 @@ class ServiceClient:
     """One service of a tree server: a channel, a stub built by ``stub_of``, the token,
     and ``_call``, each call bounded by ``timeout`` and failing as an ``FsError``."""
 
-    def __init__(self, address: str, stub_of: Any, *, token: str | None, timeout: float) -> None:
-        self._channel = open_channel(address)
+    def __init__(
+        self,
+        address: str,
+        stub_of: Any,
+        *,
+        token: Token | None,
+        timeout: float,
+        tls: ClientTLS | None = None,
+    ) -> None:
+        self._channel = open_channel(address, tls)
+        self._tls = tls is not None
         self._stub: Any = stub_of(self._channel)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._token = token_source(token)
         self._timeout = timeout
 
     def _call(self, name: str, request: Any) -> Any:
         try:
-            return getattr(self._stub, name)(
-                request, timeout=self._timeout, metadata=self._metadata
+            return call_with_token(
+                getattr(self._stub, name), request, timeout=self._timeout, token=self._token
             )
         except grpc.RpcError as exc:
-            raise rpc_error(exc, name, self._timeout) from None
+            raise rpc_error(exc, name, self._timeout, tls=self._tls) from None
 
     def close(self) -> None:
         self._channel.close()
@@ -109,16 +165,18 @@ class GrpcMeta:
         address: str,
         volume: str,
         *,
-        token: str | None = None,
+        token: Token | None = None,
         timeout: float = 10.0,
         listing_timeout: float = 120.0,
+        tls: ClientTLS | None = None,
     ) -> None:
-        self._channel = open_channel(address)
+        self._channel = open_channel(address, tls)
+        self._tls = tls is not None
         self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._volume = volume
         self.session = uuid.uuid4().hex  # the server sends this mount's own changes to nobody
-        auth = (("authorization", f"Bearer {token}"),) if token else ()
-        self._metadata = (*auth, (SESSION_KEY, self.session))
+        self._token = token_source(token)
+        self._session_metadata = ((SESSION_KEY, self.session),)
         self._timeout = timeout
         self._listing_timeout = listing_timeout
         self._closed = threading.Event()
@@ -148,9 +206,15 @@ class GrpcMeta:
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
         timeout = self._listing_timeout if lists else self._timeout
         try:
-            return getattr(self._stub, name)(request, timeout=timeout, metadata=self._metadata)
+            return call_with_token(
+                getattr(self._stub, name),
+                request,
+                timeout=timeout,
+                token=self._token,
+                extra=self._session_metadata,
+            )
         except grpc.RpcError as exc:
-            raise rpc_error(exc, name, timeout) from None
+            raise rpc_error(exc, name, timeout, tls=self._tls) from None
 
     def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
         return cv.attr_from_pb(self._call(name, request, lists=lists).attr)
@@ -277,19 +341,27 @@ class GrpcMeta:
         """Other mounts' changes as they commit (heartbeats skipped); raises on a broken stream."""
         request = pb.WatchRequest(volume=self._volume, session=self.session)
         try:
-            for message in self._stub.Watch(request, metadata=self._metadata):
+            stream = call_with_token(
+                self._stub.Watch, request, timeout=None, token=self._token,
+                extra=self._session_metadata,
+            )  # fmt: skip
+            for message in stream:
                 if message.inodes or message.entries or message.lost:
                     yield cv.invalidation_from_pb(message)
         except grpc.RpcError as exc:
-            raise rpc_error(exc, "Watch", 0) from None
+            raise rpc_error(exc, "Watch", 0, tls=self._tls) from None
 
     def close(self) -> None:
         """End the session (its opens are given back at once) and the connection."""
         self._closed.set()
         if self._heartbeats is not None:
             try:
-                self._stub.EndSession(
-                    pb.VolumeRef(volume=self._volume), timeout=5.0, metadata=self._metadata
+                call_with_token(
+                    self._stub.EndSession,
+                    pb.VolumeRef(volume=self._volume),
+                    timeout=5.0,
+                    token=self._token,
+                    extra=self._session_metadata,
                 )
             except grpc.RpcError as exc:  # it expires on its own
                 log.info("could not end the session: %s", exc)

@@ -10,6 +10,8 @@ from cloudfs.errors import UsageError
 from cloudfs.meta.client import ServiceClient
 from cloudfs.meta.service.server import volume_from_pb, volume_to_pb
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
+from cloudfs.tls import ClientTLS
+from cloudfs.tokens import Token
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
 
@@ -61,8 +63,15 @@ def parse_tree_address(uri: str, what: str) -> str:
 class VolumeClient(ServiceClient):
     """``cloudfs volume ...`` and mounts: the VolumeService of one tree server."""
 
-    def __init__(self, address: str, *, token: str | None = None, timeout: float = 30.0) -> None:
-        super().__init__(address, rpc.VolumeServiceStub, token=token, timeout=timeout)
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: Token | None = None,
+        timeout: float = 30.0,
+        tls: ClientTLS | None = None,
+    ) -> None:
+        super().__init__(address, rpc.VolumeServiceStub, token=token, timeout=timeout, tls=tls)
 
     def create(self, spec: VolumeSpec) -> VolumeSpec:
         return volume_from_pb(self._call("CreateVolume", volume_to_pb(spec)), created=True)

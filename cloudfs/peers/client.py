@@ -43,6 +43,7 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import logging
+import ssl
 import threading
 import time
 import zlib
@@ -55,6 +56,8 @@ from cloudfs.peers import wire
 from cloudfs.peers.health import MemberHealth
 from cloudfs.peers.ring import Ring
 from cloudfs.peers.transport import BlockTransport, Reply
+from cloudfs.tls import ClientTLS
+from cloudfs.tokens import Token, token_source
 from cloudfs.ufs.factory import parse_uri
 
 log = logging.getLogger(__name__)
@@ -87,22 +90,23 @@ class PeerGroup:
         store_uri: str,
         metrics: Metrics,
         *,
-        token: str | None = None,
+        token: Token | None = None,
         deadline: float = DEADLINE_SECONDS,
         health: MemberHealth | None = None,
         self_address: str | None = None,
+        tls: ClientTLS | None = None,
     ) -> None:
         """``store_uri``: the mount's UFS (what workers open); ``members``: HOST:PORT each
         (may be empty; see ``update``); ``self_address``: this mount's own HOST:PORT
-        when it is a member too (never asked)."""
+        when it is a member too (never asked); ``tls``: the members serve TLS."""
         self._store_uri = parse_uri(store_uri).normalized
         self._metrics = metrics
         self._deadline = deadline
         self._health = health or MemberHealth(probe_window=deadline + 1.0)
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._token = token_source(token)
         self._self = self_address
         self._lock = threading.Lock()  # one update at a time
-        self._transport = BlockTransport()
+        self._transport = BlockTransport(tls=tls)
         self._ring: Ring | None = None  # swapped whole: a sender sees one group or the other
         metrics.peer_members_view = self._members_up
         self.update(members)
@@ -176,7 +180,7 @@ class PeerGroup:
             fill=fill_only,
         )
         try:
-            future = self._transport.submit(member, query.target(), self._headers, self._deadline)
+            future = self._transport.submit(member, query.target(), self._auth(), self._deadline)
         except Exception as exc:  # a closed group: never the reader's problem
             log.warning("cache peer %s: cannot send: %r", member, exc)
             self._metrics.peer_requests.labels(member, "error").inc()
@@ -220,7 +224,8 @@ class PeerGroup:
             reply = sent.future.result(timeout=max(0.0, left))
         except (concurrent.futures.TimeoutError, OSError, http.client.HTTPException) as exc:
             sent.future.cancel()  # if it has not started yet: it never will
-            self._failed(member, ask, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)
+            self._failed(member, ask, f"TLS: {why}" if isinstance(exc, ssl.SSLError) else why)
             return None
         except Exception as exc:  # a cancelled future, a bug: fetch it ourselves
             log.warning("cache peer %s: %r", member, exc)
@@ -232,11 +237,17 @@ class PeerGroup:
                 log.debug("cache peer %s: block %d of %r: %d %s", member, ask.index,
                           ask.object_key, reply.status, reply.reason)  # fmt: skip
                 return None
+            if reply.status == 401 and self._token is not None:
+                self._token.refresh()  # a rotated token file: the next call sends the new one
             self._failed(member, ask, f"HTTP {reply.status}: {reply.reason}")
             return None
         self._metrics.peer_latency.labels(member).observe(time.monotonic() - sent.started)
         self._health.succeeded(member)
         return member, reply
+
+    def _auth(self) -> dict[str, str]:
+        token = self._token
+        return {"Authorization": f"Bearer {token.current()}"} if token is not None else {}
 
     def _failed(self, member: str, ask: BlockAsk, why: str) -> None:
         """The member is not one to ask for now: left out for a back-off."""

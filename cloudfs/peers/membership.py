@@ -27,6 +27,8 @@ from collections.abc import Callable
 
 from cloudfs.errors import FsError
 from cloudfs.meta.client import ServiceClient
+from cloudfs.tls import ClientTLS
+from cloudfs.tokens import Token
 from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
 
@@ -42,9 +44,14 @@ class GroupClient(ServiceClient):
     """The CacheGroupService of one tree server."""
 
     def __init__(
-        self, address: str, *, token: str | None = None, timeout: float = CALL_TIMEOUT
+        self,
+        address: str,
+        *,
+        token: Token | None = None,
+        timeout: float = CALL_TIMEOUT,
+        tls: ClientTLS | None = None,
     ) -> None:
-        super().__init__(address, rpc.CacheGroupServiceStub, token=token, timeout=timeout)
+        super().__init__(address, rpc.CacheGroupServiceStub, token=token, timeout=timeout, tls=tls)
 
     def join(self, group: str, address: str, ttl: float) -> int:
         """Join or renew for ``ttl`` seconds; returns the expiry (ns, the server's clock)."""

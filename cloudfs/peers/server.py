@@ -16,7 +16,9 @@ call (warm-up through the group) gets no bytes, only where the block was.
 
 With a token, every call must carry ``Authorization: Bearer <token>`` (401
 otherwise, without an errno: the caller stops asking this worker for a while,
-as it would a dead one).
+as it would a dead one); a token file is re-read when it changes
+(``cloudfs/tokens.py``). With ``tls`` every connection is TLS (mTLS with its
+client CA), its handshake done in the connection's thread (``cloudfs/tls.py``).
 
 The same server listens on a UNIX socket when its address is a path (a mount
 serving its blocks to the node's other processes, ``cloudfs.client``): the
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hmac
 import logging
 import os
 import socket
@@ -49,6 +50,8 @@ from cloudfs.meta.service.convert import printable
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.worker import BlockRequest, BlockWorker
+from cloudfs.tls import ServerTLS, handshake
+from cloudfs.tokens import Token, accepts, token_source
 
 log = logging.getLogger(__name__)
 
@@ -140,17 +143,22 @@ class CacheServer:
         address: str,
         metrics: Metrics,
         *,
-        token: str | None = None,
+        token: Token | None = None,
         threads: int = 64,
         idle_seconds: float = IDLE_SECONDS,
         block_size: int | None = None,
+        tls: ServerTLS | None = None,
     ) -> None:
         """``address``: HOST:PORT ([v6]:PORT; port 0 picks one, see ``port``) or the
         absolute path of a UNIX socket; ``threads``: blocks served at once;
         ``idle_seconds``: how long a keep-alive connection may wait for its next
-        request; ``block_size``: the only block size served (None: any). ``OSError``
-        (EADDRINUSE...) if it cannot listen."""
+        request; ``block_size``: the only block size served (None: any); ``tls``: serve
+        TLS (not on a UNIX socket). ``OSError`` (EADDRINUSE...) if it cannot listen."""
+        if tls is not None and address.startswith("/"):
+            raise OSError(errno.EINVAL, f"no TLS on a UNIX socket ({address})")
         self._listener = _listen(address)
+        if tls is not None:
+            self._listener.socket = tls.wrap_listener(self._listener.socket)
         self._listener.cache_server = self  # type: ignore[attr-defined]
         self.idle_seconds = idle_seconds
         bound = self._listener.server_address
@@ -158,7 +166,7 @@ class CacheServer:
         self._block_size = block_size
         self._worker = worker
         self._metrics = metrics
-        self._expected = f"Bearer {token}".encode() if token else None
+        self._token = token_source(token)
         self._threads = threads
         self._slots = threading.BoundedSemaphore(threads)
         self._thread: threading.Thread | None = None
@@ -195,9 +203,7 @@ class CacheServer:
 
     def authorized(self, sent: str | None) -> bool:
         """Constant-time: how much of a wrong token matched must not show in the time."""
-        if self._expected is None:
-            return True
-        if hmac.compare_digest((sent or "").encode(), self._expected):
+        if accepts(self._token, sent):
             return True
         self._metrics.worker_blocks.labels("unauthenticated").inc()
         return False
@@ -279,6 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         idle: float = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
         self.connection.settimeout(idle)  # an idle keep-alive connection ends then
+        handshake(self.connection)  # TLS: a failed one ends this connection only
 
     def do_GET(self) -> None:
         cache: CacheServer = self.server.cache_server  # type: ignore[attr-defined]

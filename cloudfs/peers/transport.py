@@ -20,6 +20,10 @@ Members removed by ``forget`` have their connections closed lazily: each
 thread closes its own, the next time it runs a call, so no connection is
 closed under a thread that is using it. ``close`` shuts the pool and every
 connection down (a call still blocked on one wakes and fails).
+
+With ``tls`` the connections are HTTPS (``cloudfs/tls.py``: the members' CA, the
+mount's client certificate for mTLS), one ``SSLContext`` for all; a handshake that
+fails is an ``ssl.SSLError`` (an ``OSError``), the member's failure like any other.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from __future__ import annotations
 import contextlib
 import http.client
 import socket
+import ssl
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cloudfs.peers import wire
+from cloudfs.tls import ClientTLS
 
 POOL_THREADS = 32  # calls to members at once, per mount
 
@@ -53,7 +59,8 @@ class _Stale(Exception):
 
 
 class BlockTransport:
-    def __init__(self, *, threads: int = POOL_THREADS) -> None:
+    def __init__(self, *, threads: int = POOL_THREADS, tls: ClientTLS | None = None) -> None:
+        self._ssl: ssl.SSLContext | None = tls.ssl_context() if tls is not None else None
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="cache-peer")
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -115,7 +122,13 @@ class BlockTransport:
                 held[1].sock.settimeout(timeout)
             return held[1], True
         host, _, port = member.rpartition(":")
-        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
+        conn = (
+            http.client.HTTPSConnection(
+                host.strip("[]"), int(port), timeout=timeout, context=self._ssl
+            )
+            if self._ssl is not None
+            else http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
+        )
         mine[member] = (generations.get(member, 0), conn)
         with self._lock:
             self._open.add(conn)

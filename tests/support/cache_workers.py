@@ -20,6 +20,7 @@ class CacheWorker:
     env: dict[str, str]
     log_path: Path
     cache_dir: Path
+    token_file: Path | None = None  # rewrite it to rotate the token
 
     @property
     def alive(self) -> bool:
@@ -86,6 +87,7 @@ def running_cache_worker(
         sys.executable, "-m", "cloudfs.cli.main", "cache", "serve",
         "--listen", "127.0.0.1:0", "--cache-dir", str(cache_dir), *(options or []),
     ]  # fmt: skip
+    token_file = None
     if token is None:
         cmd.append("--no-token")
     else:
@@ -99,7 +101,7 @@ def running_cache_worker(
         address = _await_listening(proc, log_path)
         fixed = [*cmd]
         fixed[fixed.index("--listen") + 1] = address
-        worker = CacheWorker(address, proc, fixed, env, log_path, cache_dir)
+        worker = CacheWorker(address, proc, fixed, env, log_path, cache_dir, token_file)
         yield worker
     finally:
         if worker is not None:

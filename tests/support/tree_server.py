@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cloudfs.meta.remote import VolumeClient
 from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.tls import ClientTLS
 
 _volumes = itertools.count()
 
@@ -27,11 +28,13 @@ class TreeServer:
     command: list[str] = field(default_factory=list)  # with --listen at ``address``
     env: dict[str, str] | None = None
     log_path: Path | None = None
+    tls: ClientTLS | None = None  # how clients reach a server started with TLS flags
+    token_file: str | None = None  # rewrite it to rotate the token
 
     def new_volume(self, ufs_uri: str, **options: object) -> str:
         """Create a fresh volume over ``ufs_uri``; returns its grpc:// URI."""
         name = f"vol-{os.getpid()}-{next(_volumes)}"
-        client = VolumeClient(self.address, token=self.token)
+        client = VolumeClient(self.address, token=self.token, tls=self.tls)
         try:
             client.create(VolumeSpec(name=name, ufs_uri=ufs_uri, **options))  # type: ignore[arg-type]
         finally:
@@ -96,10 +99,13 @@ def running_tree_server(
     env: dict[str, str] | None = None,
     listen: str = "127.0.0.1:0",
     log_path: Path | None = None,
+    args: tuple[str, ...] = (),
+    tls: ClientTLS | None = None,
 ) -> Iterator[TreeServer]:
     """``cloudfs meta serve`` on ``listen`` (127.0.0.1, a free port); stopped (SIGTERM) on exit.
 
-    ``log_path``: where the server's log (stderr) goes; dropped when ``None``.
+    ``log_path``: where the server's log (stderr) goes; dropped when ``None``;
+    ``args``: more flags (``--tls-cert``...); ``tls``: what ``new_volume`` dials with.
     ``TreeServer.kill`` and ``restart`` let a test crash it and bring it back
     on the same address.
     """
@@ -107,7 +113,9 @@ def running_tree_server(
     cmd = [
         sys.executable, "-m", "cloudfs.cli.main", "meta", "serve",
         "--engine", engine or f"lmdb://{work}/tree", "--listen", listen,
+        *args,
     ]  # fmt: skip
+    token_file = None
     if token is not None:
         token_file = os.path.join(work, "token")
         with open(token_file, "w") as f:
@@ -121,7 +129,7 @@ def running_tree_server(
         address = _await_listening(proc)
         fixed = [*cmd]
         fixed[fixed.index("--listen") + 1] = address  # a restart comes back on this port
-        server = TreeServer(address, proc, token, fixed, env, log_path)
+        server = TreeServer(address, proc, token, fixed, env, log_path, tls, token_file)
         yield server
     finally:
         if server is not None:

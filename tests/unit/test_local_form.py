@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import WatchedKV
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, SingleVolume
 from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.tokens import TokenFile
 from cloudfs.types import ROOT_INODE, InodeId
 from tests.support.memory_store import MemoryObjectStore
 
@@ -119,3 +121,15 @@ def test_one_volume_and_no_other() -> None:
         volumes.delete(LOCAL_VOLUME)
     assert err.value.errno == errno.EPERM
     meta.close()
+
+
+def test_a_descriptions_token_file_is_followed_where_readable(tmp_path: Path) -> None:
+    base = {
+        "ufs": "s3://b", "salt": "abcd", "block_size": 4194304,
+        "tree_address": "10.0.0.5:7070", "volume": "v", "token": "now",
+    }  # fmt: skip
+    unseen = MountFacts.from_message({**base, "token_file": str(tmp_path / "elsewhere")})
+    assert unseen.token == "now"  # another container's file: the value it had
+    (tmp_path / "token").write_text("now")
+    seen = MountFacts.from_message({**base, "token_file": str(tmp_path / "token")})
+    assert isinstance(seen.token, TokenFile) and seen.token.current() == "now"

@@ -11,14 +11,15 @@ cache groups (``groups.py``) in the same engine; the janitor that ends
 expired sessions also removes expired members.
 
 With a token, every call must carry ``authorization: Bearer <token>``
-(UNAUTHENTICATED otherwise); without one the server listens as given, so
-bind it to loopback or a private network.
+(UNAUTHENTICATED otherwise); a token kept in a file is re-read when the file
+changes (``cloudfs/tokens.py``). With ``tls`` the port serves TLS only (and
+with its client CA, mTLS); without, the server listens as given, so bind it
+to loopback or a private network (``cloudfs/tls.py``).
 """
 
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import queue
 import threading
@@ -35,6 +36,8 @@ from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
+from cloudfs.tls import ServerTLS
+from cloudfs.tokens import Token, accepts, token_source
 from cloudfs.types import InodeId
 from cloudfs.v1 import meta_pb2 as pb
 
@@ -209,17 +212,19 @@ class TreeServer:
         volumes: VolumeSet,
         address: str,
         *,
-        token: str | None = None,
+        token: Token | None = None,
         threads: int = 256,
         groups: CacheGroups | None = None,
         interceptors: tuple[grpc.ServerInterceptor, ...] = (),
+        tls: ServerTLS | None = None,
     ) -> None:
         """``threads``: calls at once, including one long-lived Watch per mount;
         ``groups``: the cache groups (default: in the volumes' engine);
-        ``interceptors``: see every call first (a read-only mount refuses changes)."""
+        ``interceptors``: see every call first (a read-only mount refuses changes);
+        ``tls``: serve TLS (mTLS with its client CA) rather than plaintext."""
         self._volumes = volumes
         self._groups = groups or CacheGroups(volumes.engine)
-        self._token = token
+        self._token = token_source(token)
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=threads), interceptors=interceptors
         )
@@ -234,7 +239,10 @@ class TreeServer:
         self._janitor = threading.Thread(
             target=self._expire_forever, name="session-janitor", daemon=True
         )
-        self.port = self._server.add_insecure_port(address)
+        if tls is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, tls.grpc_credentials())
         if self.port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
 
@@ -379,6 +387,5 @@ class TreeServer:
     def _authenticate(self, context: grpc.ServicerContext) -> None:
         if self._token is None:
             return
-        sent = dict(context.invocation_metadata()).get("authorization", "")
-        if not hmac.compare_digest(sent.encode(), f"Bearer {self._token}".encode()):
+        if not accepts(self._token, dict(context.invocation_metadata()).get("authorization")):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
