@@ -33,6 +33,7 @@ from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
 from cloudfs.types import InodeId
@@ -281,7 +282,7 @@ class TreeServer:
             handlers[name] = self._unary(name, self._meta_call(session_call, reply), request_type)
         handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
             self._watch,
-            request_deserializer=pb.WatchRequest.FromString,
+            request_deserializer=decoder(pb.WatchRequest),
             response_serializer=lambda m: m.SerializeToString(),
         )
         return handlers
@@ -299,6 +300,7 @@ class TreeServer:
     def _watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
         """Stream the volume's changes by other sessions until the client goes away."""
         self._authenticate(context)
+        refuse_undecodable(request, context)
         try:
             feed = self._volumes.feed(request.volume)
         except FsError as exc:
@@ -360,6 +362,7 @@ class TreeServer:
     ) -> grpc.RpcMethodHandler:
         def guarded(request: Any, context: grpc.ServicerContext) -> Any:
             self._authenticate(context)
+            refuse_undecodable(request, context)
             try:
                 return handle(request, context)
             except FsError as exc:
@@ -372,7 +375,7 @@ class TreeServer:
 
         return grpc.unary_unary_rpc_method_handler(
             guarded,
-            request_deserializer=request_type.FromString,
+            request_deserializer=decoder(request_type),
             response_serializer=lambda m: m.SerializeToString(),
         )
 
