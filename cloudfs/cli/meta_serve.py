@@ -44,6 +44,11 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.add_argument(
+        "--max-calls-per-client",
+        default="64",
+        help="calls in flight per client host, Watch streams apart; 0: no limit (64)",
+    )
     p.set_defaults(run=run)
 
 
@@ -76,6 +81,7 @@ def open_engine(uri: str) -> KVEngine:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudfs.meta.service.limits import ServerLimits
     from cloudfs.meta.service.server import TreeServer
     from cloudfs.meta.service.volumes import Volumes
 
@@ -88,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
         )
+    per_client = count_flag("--max-calls-per-client", args.max_calls_per_client)
     engine = open_engine(args.engine)
     s3 = S3Config(endpoint_url=args.s3_endpoint)
     volumes = Volumes(engine, lambda uri: open_store(uri, s3))
     try:
-        server = TreeServer(volumes, args.listen, token=token, threads=int(args.threads))
+        server = TreeServer(
+            volumes, args.listen, token=token, threads=int(args.threads),
+            limits=ServerLimits(max_calls_per_client=per_client),
+        )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     stopping = threading.Event()
@@ -120,3 +130,10 @@ def is_loopback(listen: str) -> bool:
     """Whether a listen address (HOST:PORT) is reachable from this host only."""
     host = listen.rsplit(":", 1)[0].strip("[]")
     return host in ("127.0.0.1", "::1", "localhost")
+
+
+def count_flag(flag: str, value: str) -> int:
+    """A flag's whole number, 0 or more; ``UsageError`` otherwise."""
+    if not value.strip().isascii() or not value.strip().isdigit():
+        raise UsageError(f"{flag} must be a whole number (0 or more), not {value!r}")
+    return int(value)

@@ -24,6 +24,7 @@ import grpc
 from cloudfs.errors import AccessDenied, FsError, RemoteIOError
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.limits import MAX_REPLY_BYTES, MAX_REQUEST_BYTES
 from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVICE
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
@@ -58,7 +59,8 @@ def open_channel(address: str) -> grpc.Channel:
         options=[
             ("grpc.service_config", SERVICE_CONFIG),
             ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_receive_message_length", MAX_REPLY_BYTES),  # the server's limits
+            ("grpc.max_send_message_length", MAX_REQUEST_BYTES),
         ],
     )
 

@@ -101,9 +101,9 @@ class Tree:
 
 
 @contextmanager
-def running_tree(tmp: Path, **server_options: Any) -> Iterator[Tree]:
-    """A TreeServer over LMDB in this process, one volume ``VOLUME`` over a memory store
-    holding a few objects; its log's tracebacks collected."""
+def running_tree(tmp: Path, listen: str = "127.0.0.1", **server_options: Any) -> Iterator[Tree]:
+    """A TreeServer over LMDB in this process on ``listen`` (a host), one volume ``VOLUME``
+    over a memory store holding a few objects; its log's tracebacks collected."""
     store = MemoryObjectStore()
     for key in ("a/b.txt", "a/c/d.bin", "e.txt"):
         store.put_bytes(key, b"x" * 10)
@@ -112,9 +112,9 @@ def running_tree(tmp: Path, **server_options: Any) -> Iterator[Tree]:
     tracebacks = Tracebacks()
     logger = logging.getLogger("cloudfs")
     logger.addHandler(tracebacks)
-    server = TreeServer(volumes, "127.0.0.1:0", **server_options)
+    server = TreeServer(volumes, f"{listen}:0", **server_options)
     server.start()
-    address = f"127.0.0.1:{server.port}"
+    address = f"127.0.0.1:{server.port}"  # [::] takes IPv4 too
     channel = grpc.insecure_channel(address)
     try:
         volumes.create(VolumeSpec(name=VOLUME, ufs_uri="memory://fuzz"))

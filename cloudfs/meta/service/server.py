@@ -35,6 +35,7 @@ from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
+from cloudfs.meta.service.limits import ClientLimiter, ServerLimits
 from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
 from cloudfs.types import InodeId
 from cloudfs.v1 import meta_pb2 as pb
@@ -214,15 +215,21 @@ class TreeServer:
         threads: int = 256,
         groups: CacheGroups | None = None,
         interceptors: tuple[grpc.ServerInterceptor, ...] = (),
+        limits: ServerLimits | None = None,
     ) -> None:
         """``threads``: calls at once, including one long-lived Watch per mount;
         ``groups``: the cache groups (default: in the volumes' engine);
-        ``interceptors``: see every call first (a read-only mount refuses changes)."""
+        ``interceptors``: see every call first (a read-only mount refuses changes);
+        ``limits``: message sizes and calls in flight per client (``limits.py``;
+        default ``ServerLimits()``)."""
         self._volumes = volumes
         self._groups = groups or CacheGroups(volumes.engine)
         self._token = token
+        limits = limits or ServerLimits()
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=threads), interceptors=interceptors
+            futures.ThreadPoolExecutor(max_workers=threads),
+            interceptors=(ClientLimiter(limits), *interceptors),
+            options=limits.grpc_options(),
         )
         self._server.add_generic_rpc_handlers(
             (
