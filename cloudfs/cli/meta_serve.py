@@ -95,12 +95,13 @@ def run(args: argparse.Namespace) -> int:
             "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
         )
     per_client = count_flag("--max-calls-per-client", args.max_calls_per_client)
+    threads = count_flag("--threads", args.threads) or 1
     engine = open_engine(args.engine)
     s3 = S3Config(endpoint_url=args.s3_endpoint)
     volumes = Volumes(engine, lambda uri: open_store(uri, s3))
     try:
         server = TreeServer(
-            volumes, args.listen, token=token, threads=int(args.threads),
+            volumes, args.listen, token=token, threads=threads,
             limits=ServerLimits(max_calls_per_client=per_client),
         )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
