@@ -95,7 +95,14 @@ def messages(
     for field in descriptor.fields:
         if field.name in overrides:
             fields[field.name] = overrides[field.name]
-        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            continue
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:  # a map<scalar, scalar>
+            key, value = entry.fields_by_name["key"], entry.fields_by_name["value"]
+            if value.type != FieldDescriptor.TYPE_MESSAGE:
+                fields[field.name] = st.dictionaries(_scalar(key), _scalar(value), max_size=3)
+            continue
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
             if depth > 2:
                 continue
             fields[field.name] = messages(field.message_type, None, depth + 1).map(
