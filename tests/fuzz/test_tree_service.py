@@ -147,7 +147,7 @@ def test_watch(tree: Tree, request: dict[str, Any]) -> None:
         response_deserializer=pb.Invalidation.FromString,
     )
     try:
-        list(watch(pb.WatchRequest(**request), timeout=0.3))
+        list(watch(pb.WatchRequest(**request), timeout=0.1))
     except grpc.RpcError as exc:
         assert exc.code() in PROPER | {grpc.StatusCode.DEADLINE_EXCEEDED}, exc.details()
     assert tree.tracebacks.take() == []
