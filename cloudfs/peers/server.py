@@ -87,13 +87,23 @@ class _Listener(ThreadingHTTPServer):
                 held = -1
             else:
                 self.per_client[client] = held + 1
-        if held < 0:
-            log.warning("refused a connection of %s: %d open already", client, self.max_per_client)
+        if held < 0:  # counted, not logged: a flood would fill the log
+            self.cache_server.refused(HTTPStatus.SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
             with contextlib.suppress(OSError):
                 request.sendall(_BUSY)
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread: nothing else will give the share back
+            self._release(client)
+            raise
+
+    def _release(self, client: str) -> None:
+        with self.open_lock:
+            self.per_client[client] -= 1
+            if not self.per_client[client]:
+                del self.per_client[client]
 
     def server_bind(self) -> None:
         # HTTPServer's would look the host up in DNS (getfqdn): not needed, maybe slow.
@@ -106,12 +116,9 @@ class _Listener(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            client = str(client_address[0]) if client_address else ""
             with self.open_lock:
                 self.open.discard(request)
-                self.per_client[client] -= 1
-                if not self.per_client[client]:
-                    del self.per_client[client]
+            self._release(str(client_address[0]) if client_address else "")
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection from %s ended", client_address, exc_info=True)

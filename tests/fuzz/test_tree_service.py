@@ -41,9 +41,13 @@ INODES = st.one_of(st.integers(0, 12), edge_ints(0, 2**64 - 1))
 NAMES_IN_TREE = st.sampled_from([b"a", b"b.txt", b"c", b"d.bin", b"e.txt", b"new"])
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
-    with running_tree(tmp_path_factory.mktemp("tree")) as t:
+@pytest.fixture(scope="module", params=["memory", "local"])
+def tree(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Tree]:
+    """The server over a memory store, and over a local directory (real files: names
+    the filesystem refuses, a tree change that moves or removes them)."""
+    with running_tree(tmp_path_factory.mktemp("tree"), ufs=request.param) as t:
         yield t
 
 

@@ -16,6 +16,8 @@ from cloudfs.meta.server.kv_lmdb import LmdbKV
 from cloudfs.meta.service.server import META_SERVICE, TreeServer
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import ROOT_INODE
+from cloudfs.ufs.interface import ObjectStore
+from cloudfs.ufs.local import LocalObjectStore
 from cloudfs.v1 import meta_pb2 as pb
 from tests.support.memory_store import MemoryObjectStore
 
@@ -56,7 +58,7 @@ class Tracebacks(logging.Handler):
 class Tree:
     server: TreeServer
     channel: grpc.Channel
-    store: MemoryObjectStore
+    store: ObjectStore
     tracebacks: Tracebacks
     address: str = ""
     _calls: dict[str, Any] = field(default_factory=dict)
@@ -101,10 +103,18 @@ class Tree:
 
 
 @contextmanager
-def running_tree(tmp: Path, listen: str = "127.0.0.1", **server_options: Any) -> Iterator[Tree]:
+def running_tree(
+    tmp: Path, listen: str = "127.0.0.1", ufs: str = "memory", **server_options: Any
+) -> Iterator[Tree]:
     """A TreeServer over LMDB in this process on ``listen`` (a host), one volume ``VOLUME``
-    over a memory store holding a few objects; its log's tracebacks collected."""
-    store = MemoryObjectStore()
+    over a store holding a few objects (``ufs``: "memory", or "local", a directory under
+    ``tmp``); its log's tracebacks collected."""
+    store: ObjectStore
+    if ufs == "local":
+        (tmp / "ufs").mkdir()
+        store = LocalObjectStore(str(tmp / "ufs"))
+    else:
+        store = MemoryObjectStore()
     for key in ("a/b.txt", "a/c/d.bin", "e.txt"):
         store.put_bytes(key, b"x" * 10)
     engine = LmdbKV(str(tmp / "tree"))
