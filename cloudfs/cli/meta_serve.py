@@ -46,8 +46,8 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.add_argument(
         "--max-calls-per-client",
-        default="64",
-        help="calls in flight per client host, Watch streams apart; 0: no limit (64)",
+        default="128",
+        help="calls in flight per client host, Watch streams apart; 0: no limit (128)",
     )
     p.set_defaults(run=run)
 

@@ -87,9 +87,11 @@ def messages(
     descriptor: Descriptor,
     overrides: dict[str, st.SearchStrategy[Any]] | None = None,
     depth: int = 0,
+    required: frozenset[str] = frozenset(),
 ) -> st.SearchStrategy[dict[str, Any]]:
-    """Keyword arguments for the message ``descriptor``: each field set or left out,
-    with values at and past their edges; ``overrides`` give some fields' values."""
+    """Keyword arguments for the message ``descriptor``: each field set or left out
+    (``required`` ones always set), with values at and past their edges;
+    ``overrides`` give some fields' values."""
     overrides = overrides or {}
     fields: dict[str, st.SearchStrategy[Any]] = {}
     for field in descriptor.fields:
@@ -112,4 +114,5 @@ def messages(
             fields[field.name] = _scalar(field)
         if field.is_repeated:
             fields[field.name] = st.lists(fields[field.name], max_size=4)
-    return st.fixed_dictionaries({}, optional=fields)
+    always = {name: fields.pop(name) for name in required if name in fields}
+    return st.fixed_dictionaries(always, optional=fields)

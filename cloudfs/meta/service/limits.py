@@ -44,8 +44,8 @@ class ServerLimits:
 
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_reply_bytes: int = MAX_REPLY_BYTES
-    max_calls_per_client: int = 64
-    max_streams_per_client: int = 64
+    max_calls_per_client: int = 128
+    max_streams_per_client: int = 128
     queue_seconds: float = 0.5
 
     def grpc_options(self) -> list[tuple[str, int]]:
