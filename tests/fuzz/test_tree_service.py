@@ -11,7 +11,6 @@ the server still answers.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -28,7 +27,7 @@ from cloudfs.meta.service.server import (
     VOLUME_SERVICE,
 )
 from cloudfs.v1 import meta_pb2 as pb
-from tests.fuzz.strategies import FUZZ, TEXT, edge_ints, messages
+from tests.fuzz.strategies import FUZZ, NAMES, TEXT, edge_ints, messages
 from tests.fuzz.tree import PROPER, VOLUME, Tree, running_tree
 
 READS = {
@@ -60,21 +59,15 @@ def _request(name: str) -> st.SearchStrategy[Any]:
         overrides[f] = INODES
     for f in ("name", "new_name"):
         if f in request_type.DESCRIPTOR.fields_by_name:
-            overrides[f] = st.one_of(NAMES_IN_TREE, messages_name())
+            overrides[f] = st.one_of(NAMES_IN_TREE, NAMES)
     required = frozenset({"volume", "inode", "parent", "name"})  # most calls get to the tree
     return messages(request_type.DESCRIPTOR, overrides, required=required).map(
         lambda kw: request_type(**kw)
     )
 
 
-def messages_name() -> st.SearchStrategy[bytes]:
-    from tests.fuzz.strategies import NAMES
-
-    return NAMES
-
-
-def _reply_type(name: str, request: Any) -> Any:
-    """The reply message type of ``name`` (from a served request's reply builder)."""
+def _reply_type(name: str) -> Any:
+    """The reply message type of ``name``."""
     return {
         "ReadDir": pb.ReadDirReply, "ReadLink": pb.BytesReply, "GetXattr": pb.BytesReply,
         "ObjectKey": pb.BytesReply, "ListXattr": pb.NamesReply, "StatFs": pb.StatFsReply,
@@ -105,7 +98,7 @@ def check(tree: Tree, method: str, call: Any, mutates: bool) -> grpc.StatusCode:
 @given(data=st.data(), method=st.sampled_from(sorted(META_RPCS)))
 def test_meta_service(tree: Tree, data: st.DataObject, method: str) -> None:
     request = data.draw(_request(method), label="request")
-    reply = _reply_type(method, request)
+    reply = _reply_type(method)
     check(tree, method, lambda: tree.meta(method, request, reply), method not in READS)
 
 
@@ -168,7 +161,6 @@ def test_unknown_method_is_unimplemented(tree: Tree) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         tree.call(META_SERVICE, "Format", b"", pb.Empty)
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    _ = Path  # the tree fixture's files live under pytest's tmp_path_factory
 
 
 @FUZZ
