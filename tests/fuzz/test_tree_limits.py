@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -206,3 +207,49 @@ def test_slots_refuse_past_the_limit_and_the_waiting_queue() -> None:
     for c in ("a", "a", "b"):
         slots.release(c)
     assert slots.held("a") == slots.held("b") == 0
+
+
+def test_a_mount_refused_as_busy_sends_the_call_again(held_tree: tuple[Tree, Hold]) -> None:
+    tree, hold = held_tree
+    call = tree.channel.unary_unary(
+        f"/{META_SERVICE}/StatFs",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=pb.StatFsReply.FromString,
+    )
+    futures = [
+        call.future(pb.VolumeRef(volume=VOLUME), timeout=10, metadata=((HOLD, "1"),))
+        for _ in range(3)
+    ]
+    hold.wait_holding(3)
+    threading.Timer(0.6, hold.released.set).start()  # past the server's 0.3 s queue
+    meta = GrpcMeta(tree.address, VOLUME)  # the same host: its share is taken
+    try:
+        assert meta.statfs().name_max > 0  # refused, paused, sent again, answered
+    finally:
+        meta.close()
+    assert all(f.result().stats.name_max > 0 for f in futures)
+
+
+def test_a_mount_still_refused_after_its_pauses_gets_eagain(
+    held_tree: tuple[Tree, Hold],
+) -> None:
+    tree, hold = held_tree
+    call = tree.channel.unary_unary(
+        f"/{META_SERVICE}/StatFs",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=pb.StatFsReply.FromString,
+    )
+    futures = [
+        call.future(pb.VolumeRef(volume=VOLUME), timeout=10, metadata=((HOLD, "1"),))
+        for _ in range(3)
+    ]
+    hold.wait_holding(3)
+    meta = GrpcMeta(tree.address, VOLUME)
+    try:
+        with pytest.raises(FsError) as caught:
+            meta.statfs()
+        assert caught.value.errno == errno.EAGAIN
+    finally:
+        meta.close()
+        hold.released.set()
+    assert all(f.result().stats.name_max > 0 for f in futures)
