@@ -111,6 +111,11 @@ def add_parser(commands: Any) -> None:
     tls_flags.add_server_flags(p)
     tls_flags.add_client_flags(p, prefix="meta-")
     p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.add_argument(
+        "--max-connections-per-client",
+        default="256",
+        help="connections open at once per client host; 0: no limit (256)",
+    )
     p.set_defaults(run=run)
 
 
@@ -131,8 +136,11 @@ def run(args: argparse.Namespace) -> int:
     memory_bytes = parse_size(args.memory_cache_size)
     if args.cache_policy not in POLICIES:
         raise UsageError(f"--cache-policy must be one of {', '.join(POLICIES)}")
-    if not args.threads.isdigit() or int(args.threads) < 1:
+    if not args.threads.isascii() or not args.threads.isdigit() or int(args.threads) < 1:
         raise UsageError(f"--threads wants a positive number, not {args.threads!r}")
+    per_client = args.max_connections_per_client
+    if not per_client.isascii() or not per_client.isdigit():
+        raise UsageError(f"--max-connections-per-client wants a number, not {per_client!r}")
     joining = _joining(args)
     tls = tls_flags.server_tls(args, log)
     check_can_listen(host, port)
@@ -157,8 +165,9 @@ def run(args: argparse.Namespace) -> int:
     worker = BlockWorker(stores, MemoryBlockCache(memory_bytes, metrics), disk, metrics)
     try:
         server = CacheServer(
-            worker, args.listen, metrics, token=token, threads=int(args.threads), tls=tls
-        )
+            worker, args.listen, metrics, token=token, threads=int(args.threads), tls=tls,
+            max_connections_per_client=int(per_client),
+        )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     if args.metrics:

@@ -20,7 +20,7 @@ def parse_host_port(text: str, what: str, *, default_host: str | None = None) ->
     host, sep, port = text.strip().rpartition(":")
     if not host and default_host is not None:
         host = default_host
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise UsageError(f"{what} wants HOST:PORT, not {text!r}")
     return host, int(port)
 

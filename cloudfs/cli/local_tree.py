@@ -31,6 +31,7 @@ from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.server.kv_lmdb import LmdbKV
 from cloudfs.meta.service.changes import WatchedKV, current_session
+from cloudfs.meta.service.limits import ServerLimits
 from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, RefuseChanges, SingleVolume
 from cloudfs.meta.service.volumes import VolumeSpec
@@ -72,6 +73,8 @@ class LocalTree:
                     f"unix:{path}",
                     threads=SERVER_THREADS,
                     interceptors=(RefuseChanges(),) if read_only else (),
+                    # one user's own processes, all one peer: no per-client share
+                    limits=ServerLimits(max_calls_per_client=0, max_streams_per_client=0),
                 )
             finally:
                 os.umask(old_umask)

@@ -52,6 +52,11 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--s3-endpoint", help="S3 endpoint URL of the volumes' buckets")
     tls_flags.add_server_flags(p)
     p.add_argument("--debug", action="store_true", help="verbose logging")
+    p.add_argument(
+        "--max-calls-per-client",
+        default="128",
+        help="calls in flight per client host, Watch streams apart; 0: no limit (128)",
+    )
     p.set_defaults(run=run)
 
 
@@ -78,6 +83,7 @@ def open_engine(uri: str) -> KVEngine:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudfs.meta.service.limits import ServerLimits
     from cloudfs.meta.service.server import TreeServer
     from cloudfs.meta.service.volumes import Volumes
 
@@ -91,11 +97,16 @@ def run(args: argparse.Namespace) -> int:
             "--token-file is required (--no-token only when listening on 127.0.0.1 or [::1])"
         )
     tls = tls_flags.server_tls(args, logging.getLogger(__name__))
+    per_client = count_flag("--max-calls-per-client", args.max_calls_per_client)
+    threads = count_flag("--threads", args.threads) or 1
     engine = open_engine(args.engine)
     s3 = S3Config(endpoint_url=args.s3_endpoint)
     volumes = Volumes(engine, lambda uri: open_store(uri, s3))
     try:
-        server = TreeServer(volumes, args.listen, token=token, threads=int(args.threads), tls=tls)
+        server = TreeServer(
+            volumes, args.listen, token=token, threads=threads, tls=tls,
+            limits=ServerLimits(max_calls_per_client=per_client),
+        )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     stopping = threading.Event()
@@ -121,3 +132,10 @@ def run(args: argparse.Namespace) -> int:
         volumes.close()
         engine.close()
     return 0
+
+
+def count_flag(flag: str, value: str) -> int:
+    """A flag's whole number, 0 or more; ``UsageError`` otherwise."""
+    if not value.strip().isascii() or not value.strip().isdigit():
+        raise UsageError(f"{flag} must be a whole number (0 or more), not {value!r}")
+    return int(value)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 from cloudfs.errors import UsageError
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE | re.ASCII)
+MAX_SIZE = 1 << 62  # 4 EiB: past anything real, within every int64 it is passed on as
 
 
 def parse_size(text: str) -> int:
@@ -15,7 +18,10 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(text)
     if not m:
         raise UsageError(f"invalid size {text!r} (examples: 4M, 512MiB, 10G)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    size = int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])  # exact: no float overflow
+    if size > MAX_SIZE:
+        raise UsageError(f"invalid size {text!r}: larger than 4 EiB")
+    return size
 
 
 def parse_mode(text: str) -> int:
@@ -33,6 +39,8 @@ def parse_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise UsageError(f"invalid duration {text!r} (seconds)") from None
+    if not math.isfinite(value):
+        raise UsageError(f"invalid duration {text!r} (a number of seconds)")
     if value < 0:
         raise UsageError(f"invalid duration {text!r}: negative")
     return value

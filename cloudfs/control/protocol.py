@@ -35,7 +35,12 @@ def encode(message: Message) -> bytes:
 
 
 def decode(line: bytes) -> Message:
-    value = json.loads(line)
+    """One message; ``ValueError`` for anything but a JSON object (nesting too deep
+    for the parser included: json's ``RecursionError`` would end the server)."""
+    try:
+        value = json.loads(line)
+    except RecursionError:
+        raise ValueError("a control message nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError("a control message is a JSON object")
     return value

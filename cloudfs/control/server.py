@@ -79,6 +79,14 @@ class ControlServer:
             self._path.unlink(missing_ok=True)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
+        """One connection; whatever goes wrong with it ends it, never the server
+        (``serve_listeners`` would end every connection and the mount's loop)."""
+        try:
+            await self._serve_one(stream)
+        except Exception:
+            log.exception("control connection failed")
+
+    async def _serve_one(self, stream: trio.SocketStream) -> None:
         async with stream:
             reader = ClientLines(stream)
             try:

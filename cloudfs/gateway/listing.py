@@ -86,7 +86,7 @@ def _params(req: Request) -> tuple[bytes, bytes, int, bool]:
     prefix = req.query.get("prefix", "").encode()
     delimiter = req.query.get("delimiter", "").encode()
     text = req.query.get("max-keys", str(MAX_KEYS))
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise S3Error("InvalidArgument", 400, "max-keys must be a non-negative integer")
     encoding = req.query.get("encoding-type")
     if encoding not in (None, "url"):

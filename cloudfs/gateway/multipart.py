@@ -90,7 +90,7 @@ def create(gw: Gateway, req: Request) -> Response:
 
 def _part_number(req: Request) -> int:
     text = req.query.get("partNumber", "")
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PARTS:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PARTS:
         raise S3Error(
             "InvalidArgument",
             400,
@@ -165,7 +165,7 @@ def _parts(folder: str) -> list[tuple[int, str, int]]:
     """(number, etag, size) of the parts staged so far, by number."""
     found = []
     for name in sorted(os.listdir(folder)):
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             with open(os.path.join(folder, name + ".etag")) as f:
                 etag = f.read()
             found.append((int(name), etag, os.path.getsize(os.path.join(folder, name))))
@@ -249,8 +249,8 @@ def list_parts(gw: Gateway, req: Request) -> Response:
     folder = _upload_dir(gw, req)
     marker = req.query.get("part-number-marker", "0")
     limit = req.query.get("max-parts", "1000")
-    start = int(marker) if marker.isdigit() else 0
-    most = min(int(limit), 1000) if limit.isdigit() else 1000
+    start = int(marker) if (marker.isascii() and marker.isdigit()) else 0
+    most = min(int(limit), 1000) if (limit.isascii() and limit.isdigit()) else 1000
     parts = [p for p in _parts(folder) if p[0] > start]
     shown, truncated = parts[:most], len(parts) > most
     rows: Tree = [

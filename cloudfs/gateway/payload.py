@@ -175,7 +175,7 @@ def _decoded_length(found: dict[str, list[str]], resource: str) -> int | None:
     text = _one(found, "x-amz-decoded-content-length")
     if not text:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise S3Error(
             "InvalidArgument",
             400,

@@ -232,7 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         length_text = self.headers.get("Content-Length")
         length: int | None = None
         if length_text is not None:
-            if not length_text.strip().isdigit():
+            if not (length_text.strip().isascii() and length_text.strip().isdigit()):
                 raise S3Error("InvalidArgument", 400, "Content-Length is not a number")
             length = int(length_text)
         elif not chunked:  # HTTP/1.1: no Content-Length and not chunked is no body at all

@@ -555,7 +555,7 @@ def _check_expiry(amz_date: str, raw_query: str, now: float, resource: str) -> N
         if unquote(name) == "X-Amz-Expires":
             expires = unquote(value)
             break
-    if not expires.isdigit():
+    if not (expires.isascii() and expires.isdigit()):
         raise S3Error(
             "AuthorizationQueryParametersError",
             400,

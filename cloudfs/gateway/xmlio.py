@@ -91,7 +91,11 @@ def parse_complete(body: bytes) -> list[PartRef]:
     parts: list[PartRef] = []
     for part in children(root, "Part"):
         number, etag = text(part, "PartNumber"), text(part, "ETag")
-        if number is None or etag is None or not number.strip().isdigit():
+        if (
+            number is None
+            or etag is None
+            or not (number.strip().isascii() and number.strip().isdigit())
+        ):
             raise S3Error("MalformedXML", 400, "each <Part> needs a <PartNumber> and an <ETag>")
         parts.append(PartRef(int(number), etag.strip().strip('"')))
     if not parts:

@@ -3,7 +3,9 @@
 Every call has a deadline (``timeout``; calls that may list the UFS first get
 ``listing_timeout``) and is retried by gRPC itself, with back-off, only when
 the server was unreachable (UNAVAILABLE: the request never ran, so a retry
-cannot apply a change twice) -- a restarted server is picked up again, and a
+cannot apply a change twice) -- or, after a pause, when the server refused it
+unrun because this host has its share of calls in flight (``BUSY_PAUSES``;
+``meta/service/limits.py``) -- a restarted server is picked up again, and a
 call that cannot complete fails with EIO within a bounded time instead of
 hanging the mount. Errors come back as the ``FsError`` subclass of the errno
 the tree produced (``convert.from_errno``).
@@ -21,6 +23,7 @@ import errno
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,6 +33,7 @@ import grpc
 from cloudfs.errors import AccessDenied, FsError, RemoteIOError
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.limits import MAX_REPLY_BYTES, MAX_REQUEST_BYTES
 from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVICE
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token, TokenSource, token_source
@@ -65,7 +69,8 @@ def open_channel(address: str, tls: ClientTLS | None = None) -> grpc.Channel:
     options = [
         ("grpc.service_config", SERVICE_CONFIG),
         ("grpc.enable_retries", 1),
-        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ("grpc.max_receive_message_length", MAX_REPLY_BYTES),  # the server's limits
+        ("grpc.max_send_message_length", MAX_REQUEST_BYTES),
     ]
     if tls is not None:
         return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
@@ -97,6 +102,19 @@ def call_with_token(
         if code == grpc.StatusCode.UNAUTHENTICATED and token is not None and token.refresh():
             return send()
         raise
+
+
+# A server at its limit for this client (meta/service/limits.py) refuses a call
+# before running it: sent again after these pauses, then EAGAIN.
+BUSY_PAUSES = (0.2, 0.5, 1.0)
+
+
+def refused_busy(exc: grpc.RpcError) -> bool:
+    """Whether the server refused the call unrun, for this client's calls in flight."""
+    if not hasattr(exc, "code") or exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return False
+    trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    return trailing.get(cv.ERRNO_KEY) == str(errno.EAGAIN)
 
 
 def rpc_error(exc: grpc.RpcError, what: str, timeout: float, *, tls: bool | None = None) -> FsError:
@@ -205,16 +223,20 @@ class GrpcMeta:
 
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
         timeout = self._listing_timeout if lists else self._timeout
-        try:
-            return call_with_token(
-                getattr(self._stub, name),
-                request,
-                timeout=timeout,
-                token=self._token,
-                extra=self._session_metadata,
-            )
-        except grpc.RpcError as exc:
-            raise rpc_error(exc, name, timeout, tls=self._tls) from None
+        for pause in (*BUSY_PAUSES, None):
+            try:
+                return call_with_token(
+                    getattr(self._stub, name),
+                    request,
+                    timeout=timeout,
+                    token=self._token,
+                    extra=self._session_metadata,
+                )
+            except grpc.RpcError as exc:
+                if pause is None or not refused_busy(exc):
+                    raise rpc_error(exc, name, timeout, tls=self._tls) from None
+            time.sleep(pause)  # the server is busy with this host's other calls
+        raise AssertionError("unreachable")
 
     def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
         return cv.attr_from_pb(self._call(name, request, lists=lists).attr)

@@ -6,7 +6,9 @@ pins no thread. ``threads`` bounds the blocks served at once (a semaphore
 around the worker call and the reply, which may wait for an object-store
 GET), not the connections: a mount keeps one connection per thread of its
 pool, most of them idle between batches, and an idle one must not hold up
-another mount's call until its deadline.
+another mount's call until its deadline. Each client host may hold at most
+``max_connections_per_client`` connections (so one cannot take a thread per
+connection without end); past that it is answered 503 and closed.
 
 An ``FsError`` from the worker becomes its status (``wire.status_of``) with the
 errno in ``X-Cloudfs-Errno``, which tells the caller the worker is alive and the
@@ -56,6 +58,10 @@ from cloudfs.tokens import Token, accepts, token_source
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0  # an idle keep-alive connection is closed after this
+# Connections one client host may hold open at once: a mount keeps up to 32 per
+# member (transport.POOL_THREADS), so eight mounts of one node fit.
+MAX_CONNECTIONS_PER_CLIENT = 256
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 
 class _Listener(ThreadingHTTPServer):
@@ -70,7 +76,37 @@ class _Listener(ThreadingHTTPServer):
         self.address_family = family
         self.open: set[socket.socket] = set()
         self.open_lock = threading.Lock()
+        self.per_client: dict[str, int] = {}  # open connections per client host
+        self.max_per_client = MAX_CONNECTIONS_PER_CLIENT  # 0: no limit
         super().__init__(address, _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Start the connection's thread, unless its client holds its share already:
+        then a 503 without an errno (the caller asks elsewhere for now) and close."""
+        client = str(client_address[0]) if client_address else ""
+        with self.open_lock:
+            held = self.per_client.get(client, 0)
+            if self.max_per_client and client and held >= self.max_per_client:
+                held = -1
+            else:
+                self.per_client[client] = held + 1
+        if held < 0:  # counted, not logged: a flood would fill the log
+            self.cache_server.refused(HTTPStatus.SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
+            with contextlib.suppress(OSError):
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread: nothing else will give the share back
+            self._release(client)
+            raise
+
+    def _release(self, client: str) -> None:
+        with self.open_lock:
+            self.per_client[client] -= 1
+            if not self.per_client[client]:
+                del self.per_client[client]
 
     def server_bind(self) -> None:
         # HTTPServer's would look the host up in DNS (getfqdn): not needed, maybe slow.
@@ -85,6 +121,7 @@ class _Listener(ThreadingHTTPServer):
         finally:
             with self.open_lock:
                 self.open.discard(request)
+            self._release(str(client_address[0]) if client_address else "")
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection from %s ended", client_address, exc_info=True)
@@ -148,18 +185,22 @@ class CacheServer:
         idle_seconds: float = IDLE_SECONDS,
         block_size: int | None = None,
         tls: ServerTLS | None = None,
+        max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT,
     ) -> None:
         """``address``: HOST:PORT ([v6]:PORT; port 0 picks one, see ``port``) or the
         absolute path of a UNIX socket; ``threads``: blocks served at once;
         ``idle_seconds``: how long a keep-alive connection may wait for its next
         request; ``block_size``: the only block size served (None: any); ``tls``: serve
-        TLS (not on a UNIX socket). ``OSError`` (EADDRINUSE...) if it cannot listen."""
+        TLS (not on a UNIX socket); ``max_connections_per_client``: connections open at
+        once per client host (0: no limit; a UNIX socket's callers are not counted).
+        ``OSError`` (EADDRINUSE...) if it cannot listen."""
         if tls is not None and address.startswith("/"):
             raise OSError(errno.EINVAL, f"no TLS on a UNIX socket ({address})")
         self._listener = _listen(address)
         if tls is not None:
             self._listener.socket = tls.wrap_listener(self._listener.socket)
         self._listener.cache_server = self  # type: ignore[attr-defined]
+        self._listener.max_per_client = max_connections_per_client
         self.idle_seconds = idle_seconds
         bound = self._listener.server_address
         self.port: int = bound[1] if isinstance(bound, tuple) else 0

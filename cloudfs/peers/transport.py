@@ -176,7 +176,7 @@ def _exchange(
         status=response.status,
         data=data,
         source=response.getheader(wire.SOURCE_HEADER),
-        crc32=int(crc) if crc is not None and crc.isdigit() else None,
+        crc32=int(crc) if crc is not None and crc.isascii() and crc.isdigit() else None,
         errno=int(number) if number is not None and number.isdigit() else None,
         reason=data[:200].decode("utf-8", "replace").strip() if response.status != 200 else "",
     )

@@ -35,6 +35,8 @@ DRIVER_OWNED_OPTIONS = frozenset(
 )  # fmt: skip
 KNOWN_OPTIONS = O_OPTIONS
 MAX_ID_BYTES = 128  # the spec's general size limit for ids
+PATH_MAX = 4096  # Linux's limits: a longer path or name fails every system call
+NAME_MAX = 255
 
 
 def require(value: object, name: str) -> None:
@@ -53,6 +55,9 @@ def require_path(path: str, name: str) -> str:
     require(path, name)
     if not os.path.isabs(path) or "\0" in path:
         raise InvalidArgument(f"{name} must be an absolute path")
+    encoded = os.fsencode(path)
+    if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+        raise InvalidArgument(f"{name} is longer than a path or name may be")
     return os.path.normpath(path)
 
 

@@ -35,6 +35,17 @@ _STATUS = {
     E.ENOSPC: grpc.StatusCode.RESOURCE_EXHAUSTED,
     E.EXDEV: grpc.StatusCode.FAILED_PRECONDITION,
     E.EOPNOTSUPP: grpc.StatusCode.UNIMPLEMENTED,
+    E.ERANGE: grpc.StatusCode.OUT_OF_RANGE,  # an xattr name or value past its limit
+    E.E2BIG: grpc.StatusCode.OUT_OF_RANGE,
+    E.EFBIG: grpc.StatusCode.OUT_OF_RANGE,
+    E.EOVERFLOW: grpc.StatusCode.OUT_OF_RANGE,
+    E.EMLINK: grpc.StatusCode.FAILED_PRECONDITION,
+    E.ELOOP: grpc.StatusCode.FAILED_PRECONDITION,
+    E.EBUSY: grpc.StatusCode.FAILED_PRECONDITION,
+    E.EBADF: grpc.StatusCode.FAILED_PRECONDITION,
+    E.ESTALE: grpc.StatusCode.FAILED_PRECONDITION,
+    E.EAGAIN: grpc.StatusCode.ABORTED,
+    E.ETIMEDOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
     # Not UNAVAILABLE: clients retry that status as "never reached the server", and
     # a call that failed with EIO inside the server (etcd or the UFS away) may
     # already have changed the tree; sent again it would be applied twice.
@@ -53,7 +64,9 @@ def printable(message: str) -> str:
 
 
 def status_of(errno: int) -> grpc.StatusCode:
-    return _STATUS.get(errno, grpc.StatusCode.UNKNOWN)
+    """The status of an ``FsError``; an errno without a closer one is FAILED_PRECONDITION
+    (the tree refused it), never UNKNOWN: the exact errno travels beside it anyway."""
+    return _STATUS.get(errno, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 def from_errno(errno: int, message: str) -> errors.FsError:

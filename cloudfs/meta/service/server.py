@@ -34,7 +34,9 @@ from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
+from cloudfs.meta.service.limits import ClientLimiter, ServerLimits
 from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
 from cloudfs.tls import ServerTLS
 from cloudfs.tokens import Token, accepts, token_source
@@ -217,16 +219,22 @@ class TreeServer:
         groups: CacheGroups | None = None,
         interceptors: tuple[grpc.ServerInterceptor, ...] = (),
         tls: ServerTLS | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         """``threads``: calls at once, including one long-lived Watch per mount;
         ``groups``: the cache groups (default: in the volumes' engine);
         ``interceptors``: see every call first (a read-only mount refuses changes);
-        ``tls``: serve TLS (mTLS with its client CA) rather than plaintext."""
+        ``tls``: serve TLS (mTLS with its client CA) rather than plaintext;
+        ``limits``: message sizes and calls in flight per client (``limits.py``;
+        default ``ServerLimits()``)."""
         self._volumes = volumes
         self._groups = groups or CacheGroups(volumes.engine)
         self._token = token_source(token)
+        limits = limits or ServerLimits()
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=threads), interceptors=interceptors
+            futures.ThreadPoolExecutor(max_workers=threads),
+            interceptors=(ClientLimiter(limits), *interceptors),
+            options=limits.grpc_options(),
         )
         self._server.add_generic_rpc_handlers(
             (
@@ -289,7 +297,7 @@ class TreeServer:
             handlers[name] = self._unary(name, self._meta_call(session_call, reply), request_type)
         handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
             self._watch,
-            request_deserializer=pb.WatchRequest.FromString,
+            request_deserializer=decoder(pb.WatchRequest),
             response_serializer=lambda m: m.SerializeToString(),
         )
         return handlers
@@ -307,6 +315,7 @@ class TreeServer:
     def _watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
         """Stream the volume's changes by other sessions until the client goes away."""
         self._authenticate(context)
+        refuse_undecodable(request, context)
         try:
             feed = self._volumes.feed(request.volume)
         except FsError as exc:
@@ -368,6 +377,7 @@ class TreeServer:
     ) -> grpc.RpcMethodHandler:
         def guarded(request: Any, context: grpc.ServicerContext) -> Any:
             self._authenticate(context)
+            refuse_undecodable(request, context)
             try:
                 return handle(request, context)
             except FsError as exc:
@@ -380,7 +390,7 @@ class TreeServer:
 
         return grpc.unary_unary_rpc_method_handler(
             guarded,
-            request_deserializer=request_type.FromString,
+            request_deserializer=decoder(request_type),
             response_serializer=lambda m: m.SerializeToString(),
         )
 
