@@ -68,6 +68,7 @@ class NodeService:
         self._cache_root = cache_root
         self._max_volumes = max_volumes
         self._repairer = Repairer(table, launcher, store, cache_token_file, tls_files)
+        self._tls_files = tls_files or tls.TlsFiles()
         self._has_node_cache_token = cache_token_file is not None
         self._volumes: dict[str, StagedVolume] = {v.volume_id: v for v in store.load_all()}
         self._guard = threading.Lock()
@@ -145,7 +146,14 @@ class NodeService:
                     "cacheToken in its node-stage secret, or start the node plugin with "
                     "--cache-token-file"
                 )
-            check_exists(req.volume_id, uri, token)
+            # The secret's TLS files first: the volume check uses what the mount will.
+            self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
+            try:
+                check_exists(req.volume_id, uri, token,
+                             self._store.tls_files(req.volume_id).over(self._tls_files))  # fmt: skip
+            except BaseException:
+                self._store.delete(req.volume_id)
+                raise
             volume = StagedVolume(
                 volume_id=req.volume_id,
                 staging_path=staging,
@@ -159,7 +167,6 @@ class NodeService:
                 has_token=token is not None,
                 has_cache_token=group_token is not None,
             )
-            self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
             entry = self._table.entry(staging)
             if entry is not None and entry.fs_type == "fuse.cloudfs":
                 # Mounted by an earlier driver that lost its state: adopt it.
