@@ -49,7 +49,9 @@ log = logging.getLogger(__name__)
 REQUEST_XATTR = b"user.csi.cloudfs.io.request"
 TREE_TIMEOUT = 15.0
 RPC = csi.ControllerServiceCapability.RPC
-TLS_HINT = "the controller trusts the CA of --tls-ca-file (mutual TLS: --tls-cert-file, --tls-key-file)"
+TLS_HINT = (
+    "the controller trusts the CA of --tls-ca-file (mutual TLS: --tls-cert-file, --tls-key-file)"
+)
 
 
 def tree_volume_name(request_name: str) -> str:

@@ -107,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"cloudfs-csi: {exc}", file=sys.stderr)
         return 2
-    controller = (
-        ControllerService(tls=tls_files) if args.mode in ("controller", "all") else None
-    )
+    controller = ControllerService(tls=tls_files) if args.mode in ("controller", "all") else None
     node: NodeService | None = None
     health: HealthLoop | None = None
     if args.mode in ("node", "all"):

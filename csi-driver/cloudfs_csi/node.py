@@ -138,6 +138,9 @@ class NodeService:
             env, token = split_secrets(dict(req.secrets))
             group_token = cache_token(dict(req.secrets))
             tls_material = tls.from_secrets(dict(req.secrets))
+            cache_group.check_serve_tls(
+                req.volume_id, options, has_ca=bool(tls_material.get(tls.CA) or self._tls_files.ca)
+            )
             if cache_group.uses_group(group, options) and not (
                 group_token or self._has_node_cache_token
             ):
@@ -149,8 +152,8 @@ class NodeService:
             # The secret's TLS files first: the volume check uses what the mount will.
             self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
             try:
-                check_exists(req.volume_id, uri, token,
-                             self._store.tls_files(req.volume_id).over(self._tls_files))  # fmt: skip
+                mount_tls = self._store.tls_files(req.volume_id).over(self._tls_files)
+                check_exists(req.volume_id, uri, token, mount_tls)
             except BaseException:
                 self._store.delete(req.volume_id)
                 raise

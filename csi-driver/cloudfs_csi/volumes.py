@@ -71,9 +71,7 @@ def cache_token(secrets: dict[str, str]) -> str | None:
     return next((secrets[k] for k in CACHE_TOKEN_KEYS if secrets.get(k)), None)
 
 
-def check_exists(
-    volume_id: str, uri: str, token: str | None, tls: TlsFiles | None = None
-) -> None:
+def check_exists(volume_id: str, uri: str, token: str | None, tls: TlsFiles | None = None) -> None:
     """NOT_FOUND when the volume's tree-service volume or local directory does not exist.
 
     ``tls``: the files the volume's mount gets (``--tls-ca``...), so the check reaches
