@@ -117,6 +117,22 @@ def for_volume(volume_id: str, uri: str, context: dict[str, str], options: list[
     return group
 
 
+def check_serve_tls(volume_id: str, options: list[str], *, has_ca: bool) -> None:
+    """A mount that serves its cache to the group (``cache_group_serve``) and reaches the
+    members over TLS (it has a CA: the node-stage secret's or the node plugin's) must
+    serve TLS too: ``cache_group_serve_cert`` and ``cache_group_serve_key`` (files the
+    mounter container reads, a certificate naming the served address). Said here, as
+    INVALID_ARGUMENT, rather than by the mount failing to start."""
+    named = {item.partition("=")[0] for item in options}
+    pair = {"cache_group_serve_cert", "cache_group_serve_key"}
+    if "cache_group_serve" in named and has_ca and not pair <= named:
+        raise InvalidArgument(
+            f"volume {volume_id!r}: mount option 'cache_group_serve' with TLS (the volume's "
+            "mounts trust a CA): the group's members speak TLS, so give the mount options "
+            "cache_group_serve_cert and cache_group_serve_key too"
+        )
+
+
 def uses_group(group: CacheGroup, options: list[str]) -> bool:
     named = {item.partition("=")[0] for item in options}
     return bool(group.group or group.peers or named & GROUP_OPTIONS)

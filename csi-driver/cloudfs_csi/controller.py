@@ -8,6 +8,12 @@ The request's capacity and a digest of its parameters are kept in an xattr of
 the volume's root: a second CreateVolume with the same name and the same
 arguments answers with the same volume, one with other arguments gets
 ALREADY_EXISTS.
+
+TLS: the controller reaches every tree service with the CA (and, for mutual
+TLS, the client certificate) of its ``--tls-ca-file``, ``--tls-cert-file``,
+``--tls-key-file``, read at each call. The provisioner's secrets give the
+token only; TLS material there is not read (one CA signs the tree services of
+a cluster, docs/csi.md "TLS").
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
 from cloudfs.types import ROOT_INODE
 from cloudfs_csi import params as sc_params
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
-from cloudfs_csi.errors import AlreadyExists, InvalidArgument, NotFound, OutOfRange, from_cloudfs
+from cloudfs_csi.errors import (
+    AlreadyExists,
+    CsiError,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    from_cloudfs,
+)
+from cloudfs_csi.tls import TlsFiles, client_tls
 from cloudfs_csi.validation import check_capability, require, require_id
 from cloudfs_csi.volumes import CONTEXT_URI, TOKEN_KEYS
 
@@ -35,6 +49,9 @@ log = logging.getLogger(__name__)
 REQUEST_XATTR = b"user.csi.cloudfs.io.request"
 TREE_TIMEOUT = 15.0
 RPC = csi.ControllerServiceCapability.RPC
+TLS_HINT = (
+    "the controller trusts the CA of --tls-ca-file (mutual TLS: --tls-cert-file, --tls-key-file)"
+)
 
 
 def tree_volume_name(request_name: str) -> str:
@@ -51,8 +68,18 @@ def _token(secrets: dict[str, str]) -> str | None:
 
 
 class ControllerService:
-    def __init__(self, *, tree_timeout: float = TREE_TIMEOUT) -> None:
+    def __init__(self, *, tree_timeout: float = TREE_TIMEOUT, tls: TlsFiles | None = None) -> None:
+        """``tls``: the files of the CA and client pair the tree services are reached with
+        (None, or a ``TlsFiles`` without a CA: plaintext)."""
         self._timeout = tree_timeout
+        self._tls_files = tls or TlsFiles()
+
+    def _volumes(self, address: str, token: str | None) -> VolumeClient:
+        tls = client_tls(self._tls_files, "the controller (--tls-*-file)")
+        return VolumeClient(address, token=token, timeout=self._timeout, tls=tls)
+
+    def _failed(self, exc: FsError, what: str) -> CsiError:
+        return from_cloudfs(exc, what, tls_hint=TLS_HINT)
 
     def CreateVolume(self, req: csi.CreateVolumeRequest) -> csi.CreateVolumeResponse:
         require(req.name, "name")
@@ -73,7 +100,7 @@ class ControllerService:
         ).encode()
         token = _token(dict(req.secrets))
         volume_id = f"grpc://{p.server}/{name}"
-        client = VolumeClient(p.server, token=token, timeout=self._timeout)
+        client = self._volumes(p.server, token)
         try:
             try:
                 client.create(spec)
@@ -87,7 +114,7 @@ class ControllerService:
             self._check_record(p.server, name, token, record, req.name)
             _make_local_root(spec.ufs_uri)
         except FsError as exc:
-            raise from_cloudfs(exc, f"CreateVolume {req.name!r}") from None
+            raise self._failed(exc, f"CreateVolume {req.name!r}") from None
         finally:
             client.close()
         return csi.CreateVolumeResponse(
@@ -109,7 +136,8 @@ class ControllerService:
         self, server: str, name: str, token: str | None, record: bytes, req_name: str
     ) -> None:
         """Compare with (or write, the first time) the arguments the volume was made with."""
-        meta = GrpcMeta(server, name, token=token, timeout=self._timeout)
+        tls = client_tls(self._tls_files, "the controller (--tls-*-file)")
+        meta = GrpcMeta(server, name, token=token, timeout=self._timeout, tls=tls)
         try:
             try:
                 recorded = meta.getxattr(ROOT_INODE, REQUEST_XATTR)
@@ -130,14 +158,14 @@ class ControllerService:
             tree = parse_tree_uri(req.volume_id)
         except (UsageError, FsError):
             return csi.DeleteVolumeResponse()  # no volume of ours can have this id
-        client = VolumeClient(tree.address, token=_token(dict(req.secrets)), timeout=self._timeout)
+        client = self._volumes(tree.address, _token(dict(req.secrets)))
         try:
             client.delete(tree.volume)
             log.info("deleted volume %s (its UFS data is kept)", req.volume_id)
         except FsNotFound:
             pass  # deleted already: success, as the spec asks
         except FsError as exc:
-            raise from_cloudfs(exc, f"DeleteVolume {req.volume_id!r}") from None
+            raise self._failed(exc, f"DeleteVolume {req.volume_id!r}") from None
         finally:
             client.close()
         return csi.DeleteVolumeResponse()
@@ -172,11 +200,11 @@ class ControllerService:
             tree = parse_tree_uri(volume_id)
         except (UsageError, FsError):
             raise NotFound(f"unknown volume {volume_id!r}") from None
-        client = VolumeClient(tree.address, token=token, timeout=self._timeout)
+        client = self._volumes(tree.address, token)
         try:
             client.get(tree.volume)
         except FsError as exc:
-            raise from_cloudfs(exc, f"volume {volume_id!r}") from None
+            raise self._failed(exc, f"volume {volume_id!r}") from None
         finally:
             client.close()
 

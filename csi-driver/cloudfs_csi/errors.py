@@ -49,8 +49,15 @@ class PermissionDenied(CsiError):
     code = grpc.StatusCode.PERMISSION_DENIED
 
 
-def from_cloudfs(exc: FsError | UsageError | StartupError, what: str) -> CsiError:
-    """The CSI error a failed cloudfs call (the tree service, a mount) stands for."""
+def from_cloudfs(
+    exc: FsError | UsageError | StartupError, what: str, *, tls_hint: str = ""
+) -> CsiError:
+    """The CSI error a failed cloudfs call (the tree service, a mount) stands for.
+
+    A tree service that could not be reached is UNAVAILABLE (the CO retries), a
+    failed TLS handshake included; ``tls_hint`` then says where the caller's TLS
+    material comes from.
+    """
     message = f"{what}: {exc}"
     if isinstance(exc, UsageError):
         return InvalidArgument(message)
@@ -64,6 +71,8 @@ def from_cloudfs(exc: FsError | UsageError | StartupError, what: str) -> CsiErro
         _errno.EPERM: PermissionDenied,
     }
     text = str(exc)
+    if exc.errno == _errno.EIO and "TLS" in text:
+        return Unavailable(f"{message}{'; ' + tls_hint if tls_hint else ''}")
     if exc.errno == _errno.EIO and ("unreachable" in text or "did not answer" in text):
         return Unavailable(message)
     return table.get(exc.errno, Internal)(message)

@@ -6,6 +6,8 @@
         --mounter-socket /run/cloudfs-csi/mounter.sock  # ... and its mounter container
     cloudfs-csi --mode controller                       # next to csi-provisioner
 
+``--tls-ca-file`` (and ``--tls-cert-file``, ``--tls-key-file`` for mutual TLS)
+is how the controller and the node reach TLS tree services and cache workers.
 The node keeps its state in ``--state-dir`` and the volumes' caches under
 ``--cache-root``; both must outlive the driver's container (host paths).
 Stopping the driver (SIGTERM) leaves every mount in place.
@@ -22,6 +24,8 @@ import socket
 import sys
 import threading
 
+from cloudfs.errors import UsageError
+from cloudfs.tls import load_client_tls
 from cloudfs_csi import DRIVER_NAME, VERSION
 from cloudfs_csi.controller import ControllerService
 from cloudfs_csi.fuse_process import FuseLauncher, LocalRunner, Runner
@@ -66,8 +70,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        ("cert", "a client certificate (mutual TLS; with --tls-key-file)"),
                        ("key", "the client certificate's key")):  # fmt: skip
         p.add_argument(f"--tls-{kind}-file", default=None,
-                       help=f"node: {what}, for volumes whose node-stage secret gives none "
-                       "(a path the mount processes can read)")  # fmt: skip
+                       help=f"{what}: the controller's for its calls to the tree "
+                       "services; the node's for volumes whose node-stage secret gives none "
+                       "(a path the driver and the mount processes both read)")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     args = p.parse_args(argv)
@@ -96,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         serve_mounter(args.mounter_socket, LocalRunner(command), stop)
         return 0
     identity = IdentityService(controller=args.mode in ("controller", "all"), name=args.driver_name)
-    controller = ControllerService() if args.mode in ("controller", "all") else None
+    tls_files = TlsFiles(args.tls_ca_file, args.tls_cert_file, args.tls_key_file)
+    try:
+        load_client_tls(tls_files.ca, tls_files.cert, tls_files.key)  # a bad file: said now
+    except UsageError as exc:
+        print(f"cloudfs-csi: {exc}", file=sys.stderr)
+        return 2
+    controller = ControllerService(tls=tls_files) if args.mode in ("controller", "all") else None
     node: NodeService | None = None
     health: HealthLoop | None = None
     if args.mode in ("node", "all"):
@@ -111,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             cache_root=args.cache_root,
             max_volumes=args.max_volumes,
             cache_token_file=args.cache_token_file,
-            tls_files=TlsFiles(args.tls_ca_file, args.tls_cert_file, args.tls_key_file),
+            tls_files=tls_files,
         )
         health = HealthLoop(node.staged, node.locked, node.repair, args.health_interval)
     try:

@@ -68,6 +68,7 @@ class NodeService:
         self._cache_root = cache_root
         self._max_volumes = max_volumes
         self._repairer = Repairer(table, launcher, store, cache_token_file, tls_files)
+        self._tls_files = tls_files or tls.TlsFiles()
         self._has_node_cache_token = cache_token_file is not None
         self._volumes: dict[str, StagedVolume] = {v.volume_id: v for v in store.load_all()}
         self._guard = threading.Lock()
@@ -137,6 +138,9 @@ class NodeService:
             env, token = split_secrets(dict(req.secrets))
             group_token = cache_token(dict(req.secrets))
             tls_material = tls.from_secrets(dict(req.secrets))
+            cache_group.check_serve_tls(
+                req.volume_id, options, has_ca=bool(tls_material.get(tls.CA) or self._tls_files.ca)
+            )
             if cache_group.uses_group(group, options) and not (
                 group_token or self._has_node_cache_token
             ):
@@ -145,7 +149,14 @@ class NodeService:
                     "cacheToken in its node-stage secret, or start the node plugin with "
                     "--cache-token-file"
                 )
-            check_exists(req.volume_id, uri, token)
+            # The secret's TLS files first: the volume check uses what the mount will.
+            self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
+            try:
+                mount_tls = self._store.tls_files(req.volume_id).over(self._tls_files)
+                check_exists(req.volume_id, uri, token, mount_tls)
+            except BaseException:
+                self._store.delete(req.volume_id)
+                raise
             volume = StagedVolume(
                 volume_id=req.volume_id,
                 staging_path=staging,
@@ -159,7 +170,6 @@ class NodeService:
                 has_token=token is not None,
                 has_cache_token=group_token is not None,
             )
-            self._store.save_secrets(req.volume_id, env, token, group_token, tls_material)
             entry = self._table.entry(staging)
             if entry is not None and entry.fs_type == "fuse.cloudfs":
                 # Mounted by an earlier driver that lost its state: adopt it.

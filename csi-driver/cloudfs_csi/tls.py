@@ -11,13 +11,20 @@ like the tokens. Otherwise the node plugin's ``--tls-ca-file``,
 ``--tls-cert-file`` and ``--tls-key-file`` (files mounted in the node pod, by
 the paths the mount processes see) apply. A certificate comes with its key:
 one without the other is refused (the message names the keys, never a value).
+
+The driver's own calls to the tree service (the controller's CreateVolume and
+DeleteVolume, the node's volume check before a mount) use the same material
+through ``client_tls``: the node the files its mount is about to get, the
+controller its own ``--tls-*-file`` flags.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cloudfs_csi.errors import InvalidArgument
+from cloudfs.errors import UsageError
+from cloudfs.tls import ClientTLS, load_client_tls
+from cloudfs_csi.errors import FailedPrecondition, InvalidArgument
 
 CA, CERT, KEY = "ca", "cert", "key"
 SECRET_KEYS: dict[str, tuple[str, ...]] = {
@@ -71,3 +78,16 @@ def from_secrets(secrets: dict[str, str]) -> dict[str, str]:
             "without its certificate: give tls.crt and tls.key (or tlsCert and tlsKey) together"
         )
     return out
+
+
+def client_tls(files: TlsFiles, whose: str) -> ClientTLS | None:
+    """The driver's TLS to the tree service from ``files`` (None without a CA), read now
+    so that a rotated certificate applies to the next call.
+
+    Raises FailedPrecondition naming the file when one cannot be used (missing, not
+    PEM, a key that is not the certificate's); ``whose`` says where the files come from.
+    """
+    try:
+        return load_client_tls(files.ca, files.cert, files.key)
+    except UsageError as exc:
+        raise FailedPrecondition(f"TLS material of {whose}: {exc}") from None

@@ -18,6 +18,7 @@ from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi.cache_group import CACHE_TOKEN_KEYS
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
 from cloudfs_csi.tls import ALL_SECRET_KEYS as TLS_KEYS
+from cloudfs_csi.tls import TlsFiles, client_tls
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ CONTEXT_URI = "uri"
 TOKEN_KEYS = ("token", "CLOUDFS_META_TOKEN")
 _ENV_KEY = re.compile(r"^(AWS|HADOOP|ARROW|CLOUDFS)_[A-Z0-9_]+$")
 TREE_TIMEOUT = 15.0
+TLS_HINT = (
+    "the mount and this check trust the CA of the node-stage secret's ca.crt, else the "
+    "node plugin's --tls-ca-file (mutual TLS: tls.crt and tls.key, else --tls-cert-file "
+    "and --tls-key-file)"
+)
 
 
 def volume_uri(volume_id: str, context: dict[str, str]) -> str:
@@ -65,18 +71,21 @@ def cache_token(secrets: dict[str, str]) -> str | None:
     return next((secrets[k] for k in CACHE_TOKEN_KEYS if secrets.get(k)), None)
 
 
-def check_exists(volume_id: str, uri: str, token: str | None) -> None:
+def check_exists(volume_id: str, uri: str, token: str | None, tls: TlsFiles | None = None) -> None:
     """NOT_FOUND when the volume's tree-service volume or local directory does not exist.
 
-    S3 and HDFS volumes are not looked at here: their mount reports what fails.
+    ``tls``: the files the volume's mount gets (``--tls-ca``...), so the check reaches
+    the tree service as the mount will. S3 and HDFS volumes are not looked at here:
+    their mount reports what fails.
     """
     if is_tree_uri(uri):
         tree = parse_tree_uri(uri)
-        client = VolumeClient(tree.address, token=token, timeout=TREE_TIMEOUT)
+        client_tls_ = client_tls(tls or TlsFiles(), f"volume {volume_id!r}")
+        client = VolumeClient(tree.address, token=token, timeout=TREE_TIMEOUT, tls=client_tls_)
         try:
             client.get(tree.volume)
         except FsError as exc:
-            raise from_cloudfs(exc, f"volume {volume_id!r}") from None
+            raise from_cloudfs(exc, f"volume {volume_id!r}", tls_hint=TLS_HINT) from None
         finally:
             client.close()
     elif uri.startswith("file://") and not os.path.isdir(uri[len("file://") :]):

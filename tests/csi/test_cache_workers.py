@@ -22,7 +22,9 @@ from tests.csi.manifests import one
 
 GROUP_FLAGS = ("group", "meta", "meta_token_file", "advertise")
 POD_NAME = "cloudfs-cache-1"
-TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")  # the TLS branch adds them to the CLI
+# The worker's own certificate, and the CA it trusts the tree service with (a worker's
+# outgoing TLS is --meta-tls-*: --tls-ca is a mount's flag, which `cache serve` refuses).
+TLS_FLAGS = ("--tls-cert", "--tls-key", "--meta-tls-ca")
 WORKERS = [("StatefulSet", "cloudfs-cache"), ("DaemonSet", "cloudfs-cache-node")]
 
 
@@ -45,8 +47,7 @@ def _serve_args(container: dict[str, Any]) -> tuple[argparse.Namespace, dict[str
     args = [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], a) for a in container["args"]]
     parser = argparse.ArgumentParser(prog="cloudfs")
     cache_serve.add_parser(parser.add_subparsers(dest="command"))
-    ns, unknown = parser.parse_known_args(args)
-    assert all(a.startswith(TLS_FLAGS) for a in unknown), unknown
+    ns = parser.parse_args(args)  # every flag: one `cache serve` does not know exits
     assert (ns.command, ns.cache_command) == ("cache", "serve")
     group = {dest.replace("_", "-"): getattr(ns, dest) for dest in GROUP_FLAGS}
     assert all(v is not None for v in group.values()), f"every group flag is set: {group}"
@@ -106,7 +107,8 @@ def test_worker_runs_cloudfs_cache_serve(kind: str, name: str) -> None:
         assert _mount_of(container, pod, flags[flag])["secret"]["secretName"] == (
             "cloudfs-cache-tls"
         )
-    assert _mount_of(container, pod, flags["--tls-ca"])["configMap"]["name"] == "cloudfs-ca"
+    assert _mount_of(container, pod, flags["--meta-tls-ca"])["configMap"]["name"] == "cloudfs-ca"
+    assert ns.meta_tls_ca == flags["--meta-tls-ca"] and ns.tls_cert == flags["--tls-cert"]
     # S3 credentials from the volume Secret, as the mounts get them.
     volume_secret = one("Secret", "cloudfs-volume-secret")["stringData"]
     for e in container["env"]:

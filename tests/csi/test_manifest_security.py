@@ -262,5 +262,12 @@ def test_tls_files_are_mounted_where_the_flags_point() -> None:
     containers = {c["name"]: c for c in node["containers"]}
     (ca,) = [a.split("=", 1)[1] for a in containers["cloudfs-csi"]["args"]
              if a.startswith("--tls-ca-file=")]  # fmt: skip
-    # The mount processes run in the mounter: the CA is a path of that container.
-    assert _source(node, containers["cloudfs-mounter"], ca)["configMap"]["name"] == "cloudfs-ca"
+    # The mount processes run in the mounter, the volume check before a mount in the
+    # driver: the CA is the same path in both.
+    for name in ("cloudfs-mounter", "cloudfs-csi"):
+        assert _source(node, containers[name], ca)["configMap"]["name"] == "cloudfs-ca"
+    # The controller's CreateVolume/DeleteVolume trust the tree service with the same CA.
+    controller_pod = one("Deployment", "cloudfs-csi-controller")["spec"]["template"]["spec"]
+    (controller,) = [c for c in controller_pod["containers"] if c["name"] == "cloudfs-csi"]
+    (ca,) = [a.split("=", 1)[1] for a in controller["args"] if a.startswith("--tls-ca-file=")]
+    assert _source(controller_pod, controller, ca)["configMap"]["name"] == "cloudfs-ca"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudfs_csi.cache_group import check_serve_tls
 from cloudfs_csi.errors import InvalidArgument
 from cloudfs_csi.fuse_process import FuseLauncher, FuseSpec, RunResult
 from cloudfs_csi.main import parse_args
@@ -120,3 +121,15 @@ def test_node_plugin_flags() -> None:
     assert args.tls_ca_file == "/etc/cloudfs/ca/ca.crt" and args.tls_cert_file is None
     with pytest.raises(SystemExit):
         parse_args(["--mode", "node", "--endpoint", "unix:///x.sock", "--tls-cert-file", "/c"])
+
+
+def test_a_serving_mount_with_a_ca_needs_its_serving_certificate() -> None:
+    serve = mount_options(["cache_group=training", "cache_group_serve=10.0.0.5:7090"])
+    with pytest.raises(InvalidArgument) as exc:
+        check_serve_tls("v", serve, has_ca=True)
+    assert "cache_group_serve_cert" in str(exc.value) and "TLS" in str(exc.value)
+    check_serve_tls("v", serve, has_ca=False)  # plaintext group: nothing to serve TLS with
+    with_cert = mount_options([*serve, "cache_group_serve_cert=/etc/cloudfs/serve/tls.crt",
+                               "cache_group_serve_key=/etc/cloudfs/serve/tls.key"])  # fmt: skip
+    check_serve_tls("v", with_cert, has_ca=True)
+    check_serve_tls("v", mount_options(["cache_group=training"]), has_ca=True)
