@@ -9,13 +9,12 @@ A failed operation is *allowed* when it overlaps a fault's window (plus ``GRACE`
 seconds after it ends, for retries already under way) and its kind is one that fault
 excuses: reads during S3 errors, stalls and the outage (a block in no cache must come
 from S3, and the mount gives up after its retries with EIO); reads and writes while the
-tree service is down. Renames are excused during S3 faults too: renaming a file not
-yet uploaded over one that is (``latest.tmp`` over ``latest.bin``) makes the tree server
-delete the replaced object before it rewires the tree (``ops_rename._plan``), so that
-rename fails with EIO while S3 is away, write-back or not; the soak counts and lists them.
-Nothing is excused for the loss of one etcd member (the other two
-keep a quorum), of one cache worker (mounts fall back to S3) or for a full cache disk
-(a cache that cannot store still serves). A checksum mismatch is never allowed.
+tree service is down. Writes and renames of the write-back mount are never excused by
+S3 faults (the soak found renaming ``latest.tmp`` over ``latest.bin`` failing with EIO
+in an outage: fixed in ``ops_rename``). Nothing is excused for the loss of one etcd
+member (the other two keep a quorum), of one cache worker (mounts fall back to S3) or
+for a full cache disk (a cache that cannot store still serves). A checksum mismatch is
+never allowed.
 
 Recovery time: from a fault's end (its repair done) to the end of the first operation of
 each (kind, mount) that started after it and succeeded.
@@ -47,7 +46,7 @@ class FaultSpec:
     excuses: frozenset[str]  # op kinds whose failures it allows
 
 
-S3_EXCUSES = frozenset({"read", "rename"})
+S3_EXCUSES = frozenset({"read"})
 TREE_EXCUSES = frozenset({"read", "write", "rename"})
 FAULTS = [
     FaultSpec("s3_errors", "30% of S3 requests answered 503 SlowDown", S3_EXCUSES),
