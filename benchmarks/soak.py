@@ -91,6 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and caches")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--flush-timeout", type=float, default=600.0)
+    p.add_argument("--markdown", type=Path, metavar="JSON", help="print a report's RESULTS section")
     return p.parse_args(argv)
 
 
@@ -150,6 +151,7 @@ def soak(args: argparse.Namespace, topo: Topology, data: dict[str, Any]) -> None
         for i in range(READERS_PER_MOUNT)
     ]
     interval = min(10.0, duration / 36)
+    data["meta"]["checkpoint_interval_s"] = interval  # what bounds a write's recovery time
     threads.append(
         threading.Thread(
             target=writer_loop,
@@ -198,6 +200,10 @@ def soak(args: argparse.Namespace, topo: Topology, data: dict[str, Any]) -> None
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown:
+        saved = json.loads(args.markdown.read_text())
+        print(report.markdown(saved, os.path.relpath(args.markdown, REPO_ROOT)), end="")
+        return 0
     why = missing()
     if why:
         print(f"soak: {why}", file=sys.stderr)
@@ -226,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         with running_topology(workdir, log) as topo:
             soak(args, topo, data)
             log("unmounting")
+    except KeyboardInterrupt as e:  # SIGTERM, SIGHUP, ^C: say so, keep what there is
+        data["interrupted"] = str(e) or "KeyboardInterrupt"
     finally:
         left = unmount_leftovers(workdir)
         if left:
@@ -233,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     data["meta"]["wall_s"] = round(time.monotonic() - STARTED, 1)
-    data["verdict"] = report.verdict(data)
+    interrupted = "interrupted" in data or "verify" not in data
+    data["verdict"] = [f"interrupted: {data.get('interrupted')}"] if interrupted else []
+    data["verdict"] = data["verdict"] or report.verdict(data)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(data, indent=1) + "\n")
-    print(report.summary(data), flush=True)
+    print(data["verdict"][0] if interrupted else report.summary(data), flush=True)
     log(f"report: {target}")
     return 1 if data["verdict"] else 0
 

@@ -128,3 +128,62 @@ def summary(report: dict[str, Any]) -> str:
     why = report["verdict"]
     lines.append("PASS" if not why else "FAIL: " + "; ".join(why))
     return "\n".join(lines)
+
+
+def markdown(report: dict[str, Any], json_path: str) -> str:
+    """The RESULTS.md section for one soak: command, figures, a row per fault."""
+    meta, ops, ver = report["meta"], report["ops"], report["verify"]
+    machine = meta["machine"]
+    minutes = meta["duration_s"] / 60
+    lines = [
+        f"## Soak under faults ({minutes:.0f} minutes)",
+        "",
+        f"- **Command:** `{meta['command']}`",
+        f"- **Date:** {machine['date']}; wall time {meta['wall_s'] / 60:.1f} min; commit "
+        f"{machine['cloudfs_commit']}; {machine['nproc']} CPUs, {machine['memory_gib']} GiB "
+        "(a machine shared with other test runs)",
+        f"- **Raw results:** `{json_path}`",
+        f"- **Schedule:** {meta['scaling']['note']}; other faults "
+        f"{meta['scaling']['other_fault_s']:.0f} s each, {meta['scaling']['gap_s']:.0f} s "
+        f"apart, after {meta['scaling']['warmup_s']:.0f} s of warm-up",
+        f"- **Verdict:** {'; '.join(report['verdict']) or 'PASS'}",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| operations done | {sum(ops['done'].values()):,} ("
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(ops["done"].items()))
+        + ") |",
+        f"| failed, allowed by a fault | {sum(ops['failed_allowed_by_fault'].values())} ("
+        + ", ".join(f"{k} {v}" for k, v in ops["failed_allowed_by_fault"].items())
+        + ") |",
+        f"| failed, not allowed | {ops['failed_not_allowed']} |",
+        f"| slowest operation | {ops['slowest_op_s']} s |",
+        f"| bytes lost | {ver['bytes_lost']} of {ver['bytes_checked']:,} in "
+        f"{ver['files_checked']} closed checkpoint files |",
+        f"| final flush | {report['flush']['seconds']:.1f} s (exit {report['flush']['rc']}) |",
+    ]
+    for name, m in report["memory"].items():
+        if "rss_first_third_mib" in m:
+            lines.append(
+                f"| {name} mount RSS (MiB), first third / last third / max | "
+                f"{m['rss_first_third_mib']} / {m['rss_last_third_mib']} / {m['rss_max_mib']}"
+                f" ({'flat' if m['rss_flat'] else 'grows'}) |"
+            )
+            lines.append(
+                f"| {name} mount open fds, first third / last third / max | "
+                f"{m['fds_first_third']:g} / {m['fds_last_third']:g} / {m['fds_max']}"
+                f" ({'flat' if m['fds_flat'] else 'grows'}) |"
+            )
+    lines += [
+        "",
+        "| fault | at (s) | lasted (s) | repair (s) | recovery (s): first success after it |",
+        "|---|---|---|---|---|",
+    ]
+    for w in report["faults"]:
+        rec = report["recovery"].get(w["name"], {})
+        lasted = f"{w['end'] - w['start']:.0f}" if w["end"] is not None else "-"
+        repair = f"{w['repair_s']:.1f}" if w["repair_s"] is not None else "-"
+        recs = ", ".join(f"{k} {v}" for k, v in rec.items())
+        start = f"{w['start']:.0f}" if w["start"] is not None else "-"
+        lines.append(f"| {w['name']}: {w['what']} | {start} | {lasted} | {repair} | {recs} |")
+    return "\n".join(lines) + "\n"
