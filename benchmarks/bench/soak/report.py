@@ -80,6 +80,9 @@ def verdict(report: dict[str, Any]) -> list[str]:
         why.append(f"{report['verify']['bytes_lost']} bytes lost")
     if report["ops"]["failed_not_allowed"]:
         why.append(f"{report['ops']['failed_not_allowed']} failures outside what faults allow")
+    for name in ("writer", "reader"):
+        if name not in report["memory"]:
+            why.append(f"{name} mount: no memory samples (its pid was not found)")
     for name, flat in report["memory"].items():
         if not flat["flat"]:
             why.append(f"{name} mount: memory or fds not flat")
