@@ -166,6 +166,27 @@ def test_writes_go_on_while_the_endpoint_is_away(backing: Backing) -> None:
     assert {k: backing.read_object(k) for k in files} == files
 
 
+def test_a_checkpoint_renamed_over_the_last_one_while_the_endpoint_is_away(
+    backing: Backing,
+) -> None:
+    """write latest.tmp, rename it over latest.bin: the rename needs no UFS call (the soak
+    found it failing with EIO during an outage: the replaced object was deleted first)."""
+    backing.write_object("ckpt/latest.bin", b"step 0")
+    with proxied(backing, *WRITE_BACK) as (m, proxy):
+        assert (m.root / "ckpt/latest.bin").read_bytes() == b"step 0"
+        proxy.mode = "refuse"
+        for step in (1, 2):
+            (m.root / "ckpt/latest.tmp").write_bytes(b"step %d" % step)
+            os.rename(m.root / "ckpt/latest.tmp", m.root / "ckpt/latest.bin")
+        assert os.listdir(m.root / "ckpt") == ["latest.bin"]
+        assert read_uncached(m.root / "ckpt/latest.bin") == b"step 2"
+        proxy.mode = "forward"
+        done = cli("flush", str(m.root), "-q", "--timeout", "300", timeout=320)
+        assert done.returncode == 0, done.stderr
+    assert backing.keys() == {"ckpt/latest.bin"}
+    assert backing.read_object("ckpt/latest.bin") == b"step 2"
+
+
 def test_umount_drains_and_no_drain_leaves_the_rest_to_the_next_mount(backing: Backing) -> None:
     with mounted(backing, [*WRITE_BACK, "--upload-delay", "600"]) as m:
         (m.root / "a.txt").write_bytes(b"drained at unmount")

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from cloudfs import errors
+from cloudfs.errors import RemoteIOError
 from cloudfs.types import ROOT_INODE, AttrChanges, ListPage
 from tests.support.memory_store import MemoryObjectStore
-from tests.support.meta_world import TTL, MetaWorld, make_world
+from tests.support.meta_world import TTL, MetaWorld, make_world, mkfile
 
 R = ROOT_INODE
 
@@ -247,3 +248,33 @@ def test_an_upload_committed_during_a_listing_is_not_dropped(w: MetaWorld) -> No
     reader.join()
     assert sorted(e.name for e in w.meta.readdir(d, None, 10)) == [b"new", b"old"]
     assert w.meta.lookup(d, b"new").size == 7
+
+
+def test_a_pending_file_renamed_over_an_uploaded_one_needs_no_ufs_call(w: MetaWorld) -> None:
+    """The checkpoint pattern under write-back (write latest.tmp, rename it over
+    latest.bin) works while the UFS is away: the replaced object stays, owned by the
+    renamed file, until its upload overwrites it or it is unlinked first."""
+    store = mem(w)
+    mkfile(w, R, b"latest.bin", b"v1")
+    previous = b"v1"
+    for round_ in (1, 2):
+        tmp = mkfile(w, R, b"latest.tmp", None)
+        w.meta.commit_pending(tmp, 5, 777)
+        store.failures.update(delete=RemoteIOError("away"), rename=RemoteIOError("away"))
+        w.meta.rename(R, b"latest.tmp", R, b"latest.bin", 0)
+        store.failures.clear()
+        moved = w.meta.lookup(R, b"latest.bin")
+        assert (moved.inode, moved.size) == (tmp, 5)
+        assert w.ufs_data("latest.bin") == previous  # until the upload
+        w.expire()
+        assert w.meta.lookup(R, b"latest.bin").size == 5  # the listing has no say
+        if round_ == 1:
+            previous = b"v2new"
+            w.upload(tmp, previous)  # under the new name, over the old object
+            assert w.ufs_data("latest.bin") == previous
+            assert w.ufs_data("latest.tmp") is None
+    w.meta.unlink(R, b"latest.bin")  # before its upload: the object it took over goes
+    assert w.ufs_data("latest.bin") is None
+    w.expire()
+    with pytest.raises(errors.NotFound):
+        w.meta.lookup(R, b"latest.bin")

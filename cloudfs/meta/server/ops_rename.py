@@ -8,6 +8,13 @@ one below a moved directory, is refused before any move (``ufs_names``).
 What has no UFS presence (files not uploaded yet,
 secondary hard-link names, symlinks, fifos) moves in the tree only.
 
+A file whose bytes wait in a write-back journal (``pending``, no object yet)
+renamed over an uploaded file takes that object over instead of deleting it:
+the upload will overwrite it under the new name, and until then it is the
+renamed file's to move or delete, as when a pending file overwrote its own
+object (``commit_pending``). So ``write tmp; rename tmp over latest``, the
+checkpoint pattern, needs no UFS call and works while the UFS is away.
+
 An exchange of two UFS entries goes through a temporary key next to the
 target; if the store fails half-way the tree is unchanged and the UFS may hold
 the temporary key until a listing shows it. The caller holds the namespace
@@ -16,6 +23,7 @@ lock.
 
 from __future__ import annotations
 
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -47,6 +55,12 @@ class _Plan:
     src: int
     dst: int | None
     steps: list[Step] = field(default_factory=list)
+    adopt: bool = False  # the source takes over the object it replaces
+
+
+def _uploads_here(rec: InodeRecord, parent: int, name: bytes) -> bool:
+    """Whether a write-back upload will put this file's bytes under this name's key."""
+    return stat.S_ISREG(rec.mode) and rec.pending and tree.is_primary(rec, parent, name)
 
 
 def _presence(rec: InodeRecord, parent: int, name: bytes) -> str | None:
@@ -139,6 +153,8 @@ def _plan(
             links = tree.secondary_links(txn, dst) if dst_rec.nlink > 1 else []
             if links:  # the replaced file lives on under another name
                 plan.steps.append(_move(store, "file", dst_key, tree.entry_key(txn, *links[0])))
+            elif s_kind is None and _uploads_here(src_rec, *old):
+                plan.adopt = True  # its upload overwrites the object: no UFS call now
             elif s_kind != "file":  # otherwise the source object overwrites it
                 plan.steps.append(lambda: call_store(store.delete, dst_key))
     if s_kind is not None:
@@ -173,6 +189,8 @@ def _apply(
                 tree.drop_name(txn, *new, plan.dst, dst_rec, now)
     tree.add_name(txn, *new, plan.src)
     src_rec = tree.move_name(txn, plan.src, src_rec, old, new)
+    if plan.adopt:
+        src_rec = replace(src_rec, ufs=True)
     tree.save(txn, plan.src, replace(src_rec, ctime_ns=now))
     if old[0] == new[0]:
         tree.touch(txn, old[0], now)

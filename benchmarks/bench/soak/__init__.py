@@ -1,0 +1,2 @@
+"""The soak under faults (``benchmarks/soak.py``): topology, workload, fault schedule,
+memory sampling and the report, one module each."""
