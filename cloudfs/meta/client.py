@@ -5,10 +5,12 @@ Every call has a deadline (``timeout``; calls that may list the UFS first get
 the server was unreachable (UNAVAILABLE: the request never ran, so a retry
 cannot apply a change twice) -- or, after a pause, when the server refused it
 unrun because this host has its share of calls in flight (``BUSY_PAUSES``;
-``meta/service/limits.py``) -- a restarted server is picked up again, and a
-call that cannot complete fails with EIO within a bounded time instead of
-hanging the mount. Errors come back as the ``FsError`` subclass of the errno
-the tree produced (``convert.from_errno``).
+``meta/service/limits.py``) -- a restarted server is picked up again: a call
+finding the server refusing connections waits up to ``reconnect`` seconds for
+it (a restart is a pause, not EIO, to a training job), and a call that cannot
+complete fails with EIO within a bounded time instead of hanging the mount.
+Errors come back as the ``FsError`` subclass of the errno the tree produced
+(``convert.from_errno``).
 
 With ``tls`` the channel is TLS (``cloudfs/tls.py``); a handshake that fails
 (a wrong CA, a plaintext server, a refused client certificate) is UNAVAILABLE
@@ -71,6 +73,11 @@ def open_channel(address: str, tls: ClientTLS | None = None) -> grpc.Channel:
         ("grpc.enable_retries", 1),
         ("grpc.max_receive_message_length", MAX_REPLY_BYTES),  # the server's limits
         ("grpc.max_send_message_length", MAX_REQUEST_BYTES),
+        # a restarted server is found again within a second or two, not gRPC's
+        # default back-off of up to two minutes between attempts
+        ("grpc.initial_reconnect_backoff_ms", 250),
+        ("grpc.min_reconnect_backoff_ms", 250),
+        ("grpc.max_reconnect_backoff_ms", 2000),
     ]
     if tls is not None:
         return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
@@ -115,6 +122,50 @@ def refused_busy(exc: grpc.RpcError) -> bool:
         return False
     trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
     return trailing.get(cv.ERRNO_KEY) == str(errno.EAGAIN)
+
+
+# A server that is down may be restarting: a call waits up to RECONNECT_SECONDS for
+# the channel to connect again, then is sent again; else EIO.
+RECONNECT_SECONDS = 15.0
+
+
+def unreachable(exc: grpc.RpcError) -> bool:
+    """Whether the call failed for want of a connection (gRPC's own retries of it spent,
+    or its deadline spent on them). A connection the server closed at once (a TLS
+    mismatch) is not this: it would fail the same way again."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = ((exc.details() if hasattr(exc, "details") else "") or "").lower()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    return code == grpc.StatusCode.UNAVAILABLE and not (
+        "socket closed" in details or any(word in details for word in _TLS_WORDS)
+    )
+
+
+class Connectivity:
+    """The channel's last connectivity state, as gRPC reports it."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self._channel = channel
+        self._state: grpc.ChannelConnectivity | None = None
+        channel.subscribe(self._seen, try_to_connect=False)
+
+    def _seen(self, state: grpc.ChannelConnectivity) -> None:
+        self._state = state
+
+    def connected(self) -> bool:
+        return self._state is grpc.ChannelConnectivity.READY
+
+    def await_connected(self, seconds: float) -> bool:
+        """Connect (again) within ``seconds``; whether it did."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=max(seconds, 0.0))
+        except grpc.FutureTimeoutError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self._channel.unsubscribe(self._seen)
 
 
 def rpc_error(exc: grpc.RpcError, what: str, timeout: float, *, tls: bool | None = None) -> FsError:
@@ -187,9 +238,14 @@ class GrpcMeta:
         timeout: float = 10.0,
         listing_timeout: float = 120.0,
         tls: ClientTLS | None = None,
+        reconnect: float = RECONNECT_SECONDS,
     ) -> None:
+        """``reconnect``: how long a call waits for a server refusing connections
+        (restarting) before EIO."""
         self._channel = open_channel(address, tls)
         self._tls = tls is not None
+        self._reconnect = reconnect
+        self._connectivity = Connectivity(self._channel)
         self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._volume = volume
         self.session = uuid.uuid4().hex  # the server sends this mount's own changes to nobody
@@ -223,7 +279,9 @@ class GrpcMeta:
 
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
         timeout = self._listing_timeout if lists else self._timeout
-        for pause in (*BUSY_PAUSES, None):
+        started = time.monotonic()
+        busy = iter(BUSY_PAUSES)
+        while True:
             try:
                 return call_with_token(
                     getattr(self._stub, name),
@@ -233,10 +291,26 @@ class GrpcMeta:
                     extra=self._session_metadata,
                 )
             except grpc.RpcError as exc:
-                if pause is None or not refused_busy(exc):
+                if not self._may_retry(exc, started, busy):
                     raise rpc_error(exc, name, timeout, tls=self._tls) from None
-            time.sleep(pause)  # the server is busy with this host's other calls
-        raise AssertionError("unreachable")
+
+    def _may_retry(self, exc: grpc.RpcError, started: float, busy: Iterator[float]) -> bool:
+        """Whether to send a call that failed unrun again, after waiting here.
+
+        Busy (this host's share of the server taken): after each of ``BUSY_PAUSES``.
+        Unreachable with the channel down (the server restarting: a pod rescheduled,
+        an upgrade): once it connects again, within ``reconnect`` seconds of the
+        first try, so a restart is a pause to the mount's callers rather than EIO.
+        """
+        if refused_busy(exc):
+            pause = next(busy, None)
+            if pause is not None:
+                time.sleep(pause)
+            return pause is not None
+        if not unreachable(exc) or self._connectivity.connected():
+            return False
+        left = self._reconnect - (time.monotonic() - started)
+        return left > 0 and self._connectivity.await_connected(left)
 
     def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
         return cv.attr_from_pb(self._call(name, request, lists=lists).attr)
@@ -387,4 +461,5 @@ class GrpcMeta:
                 )
             except grpc.RpcError as exc:  # it expires on its own
                 log.info("could not end the session: %s", exc)
+        self._connectivity.close()
         self._channel.close()

@@ -289,9 +289,9 @@ class Volume:
     def uri(self, server: int) -> str:
         return f"grpc://{self.cluster.servers[server].address}/{self.name}"
 
-    def meta(self, server: int, timeout: float = 30.0) -> GrpcMeta:
+    def meta(self, server: int, timeout: float = 30.0, **options: float) -> GrpcMeta:
         address = self.cluster.servers[server].address
-        return GrpcMeta(address, self.name, timeout=timeout, listing_timeout=timeout)
+        return GrpcMeta(address, self.name, timeout=timeout, listing_timeout=timeout, **options)
 
     def check(self, server: int = 1) -> TreeReport:
         """Every invariant, through ``server``'s API and the keys in etcd."""
@@ -549,7 +549,7 @@ def test_a_killed_tree_server_restarted_on_its_port_is_picked_up(volume: Volume)
     with mounted(backing, ["--meta-ttl", "1"]) as mount:
         (mount.root / "before").mkdir()
         (mount.root / "before" / "f").write_bytes(b"written before the crash")
-        client = volume.meta(0, timeout=10)
+        client = volume.meta(0, timeout=10, reconnect=2.0)
         events: dict[str, float] = {}
 
         def crash_and_restart() -> None:
@@ -569,9 +569,12 @@ def test_a_killed_tree_server_restarted_on_its_port_is_picked_up(volume: Volume)
 
         s = cluster.servers
         jobs = [
-            Job(mix, (s[i % 2].address, volume.name, f"k{i}", 3000 + i, 15.0)) for i in range(4)
+            # long enough to outlast the dead time: the mount's stat waits out its
+            # reconnect window (RECONNECT_SECONDS) before EIO
+            Job(mix, (s[i % 2].address, volume.name, f"k{i}", 3000 + i, 35.0))
+            for i in range(4)
         ]
-        outcomes = run_clients(jobs, timeout=150, during=crash_and_restart)
+        outcomes = run_clients(jobs, timeout=180, during=crash_and_restart)
         # the same client and the same mount carry on through the restarted server
         assert client.getattr(R).is_dir
         client.close()

@@ -6,6 +6,7 @@ import errno
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,16 +161,37 @@ def test_a_restarted_server_is_picked_up_and_a_dead_one_fails_in_bounded_time(
     service: Service,
 ) -> None:
     service.volume("v")
-    meta = GrpcMeta(service.address, "v", timeout=2.0, listing_timeout=2.0)
+    meta = GrpcMeta(service.address, "v", timeout=2.0, listing_timeout=2.0, reconnect=3.0)
     f = meta.create(R, b"kept", FILE, 0, 0).inode
     service.stop()
     started = time.monotonic()
     with pytest.raises(errors.RemoteIOError):
         meta.getattr(f)
-    assert time.monotonic() - started < 10
+    assert 2.5 <= time.monotonic() - started < 10  # it waited out ``reconnect``, then EIO
     service.start(service.server.port)  # the same address: the client reconnects by itself
     assert meta.getattr(f).inode == f  # and the tree survived the restart
     meta.close()
+
+
+def test_a_call_during_a_restart_waits_for_the_server_rather_than_failing(
+    service: Service,
+) -> None:
+    """A server restarting (a pod rescheduled, an upgrade) is a pause to the mount's
+    callers, not EIO to a training job: the call waits for it to listen again."""
+    service.volume("v")
+    meta = GrpcMeta(service.address, "v", timeout=2.0, listing_timeout=2.0, reconnect=15.0)
+    f = meta.create(R, b"kept", FILE, 0, 0).inode
+    port = service.server.port
+    service.stop()
+    restart = threading.Timer(3.0, service.start, args=(port,))
+    restart.start()
+    started = time.monotonic()
+    try:
+        assert meta.getattr(f).inode == f
+        assert 2.5 <= time.monotonic() - started < 12
+    finally:
+        restart.join()
+        meta.close()
 
 
 def test_readdir_pages_carry_attributes(service: Service) -> None:
