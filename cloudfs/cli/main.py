@@ -15,6 +15,7 @@ from cloudfs.cli import (
     meta_serve,
     mount,
     refresh,
+    scheduler_extender,
     stats,
     umount,
     volume,
@@ -41,7 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     volume.add_parser(commands)
     cache_serve.add_parser(commands)
     gateway.add_parser(commands)
+    _temporary_scheduler_parser(commands)
     return parser
+
+
+# TEMPORARY (branch `extender`): `cloudfs scheduler` belongs to cloudfs/cli/scheduler.py,
+# written on the job-scheduler branch; until that merges, this registers a bare
+# `scheduler` command holding only `extender`. Drop it at the merge and call
+# scheduler_extender.add_extender_parser from scheduler.py's subcommands instead.
+def _temporary_scheduler_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    if "scheduler" in commands.choices:
+        return
+    p = commands.add_parser("scheduler", help="scheduling: the kube-scheduler extender")
+    sub = p.add_subparsers(dest="scheduler_command", required=True, metavar="COMMAND")
+    scheduler_extender.add_extender_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

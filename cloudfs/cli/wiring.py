@@ -11,6 +11,7 @@ import trio
 
 from cloudfs.cache.admission import make_admission
 from cloudfs.cache.disk import DiskBlockCache
+from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, runtime
 from cloudfs.cli.endpoints import serve_metrics
@@ -35,6 +36,13 @@ from cloudfs.errors import FsError, StartupError
 from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
+from cloudfs.meta.cache_report import (
+    CacheReportClient,
+    CacheReporter,
+    held_bytes,
+    node_name,
+    report_interval,
+)
 from cloudfs.meta.client import GrpcMeta
 from cloudfs.meta.interface import ChangeSource, Meta
 from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
@@ -63,6 +71,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     metrics = Metrics()
     meta: Meta
     local: LocalTree | None = None  # an embedded tree, served to local processes too
+    reporter: CacheReporter | None = None  # tells the tree service what this node caches
     if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
         tree = parse_tree_uri(config.ufs_uri)
         ufs_uri = _volume_ufs(tree, config)
@@ -88,6 +97,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
     disk = _disk_tier(config, metrics)
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
+    if isinstance(meta, GrpcMeta):
+        reporter = _cache_reporter(config, meta.session, (memory, disk))
     peers = group.peers
     blocks_socket = local_blocks(config, data_uri, store, (memory, disk), metrics)
     reader = ObjectReader(
@@ -144,6 +155,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     except BaseException:
         meta.close()
         group.close()
+        if reporter is not None:
+            reporter.close()
         if blocks_socket is not None:
             blocks_socket.stop()
         _close_all(locks)
@@ -197,6 +210,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         try:
             invalidator.start()
             group.start()
+            if reporter is not None:
+                reporter.start()
             if blocks_socket is not None:
                 blocks_socket.start()
             signalled = trio.run(session.serve, start_background, before_stop)
@@ -206,6 +221,8 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
             if local is not None:
                 local.close()  # no more calls through the socket; the socket file goes
             group.close()  # leaves the group before the tree session ends
+            if reporter is not None:
+                reporter.close()
             if blocks_socket is not None:
                 blocks_socket.stop()  # removes the socket: local processes read the store again
             meta.close()
@@ -215,6 +232,18 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         return 0
 
     return serve
+
+
+def _cache_reporter(
+    config: MountConfig, session: str, tiers: tuple[BlockTier, BlockTier]
+) -> CacheReporter:
+    """Report this mount's cached bytes for the scheduler extender (``cache_report.py``)."""
+    tree = parse_tree_uri(config.ufs_uri)
+    client = CacheReportClient(tree.address, token=config.tree_token, tls=config.tls)
+    return CacheReporter(
+        client, tree.volume, session, lambda: held_bytes(*tiers),
+        node=node_name(), interval=report_interval(),
+    )  # fmt: skip
 
 
 def _dataset_mode(config: MountConfig) -> tuple[bool, str]:

@@ -66,7 +66,7 @@ class GroupClient(ServiceClient):
         return tuple(self._call("ListGroup", pb.GroupRef(group=group)).members)
 
 
-class _Loop:
+class Loop:
     """Run ``step`` now and every ``interval`` seconds in a daemon thread until stopped;
     log its failures once per change of state."""
 
@@ -112,7 +112,7 @@ class _Loop:
         return True
 
 
-class GroupHeartbeat(_Loop):
+class GroupHeartbeat(Loop):
     """Keep ``address`` listed in ``group`` while running; leave on ``stop``."""
 
     def __init__(
@@ -141,7 +141,7 @@ class GroupHeartbeat(_Loop):
             log.warning("leaving cache group %s: %s", self._group, exc)
 
 
-class GroupWatcher(_Loop):
+class GroupWatcher(Loop):
     """Hand the live members of ``group`` to ``apply`` whenever they change."""
 
     def __init__(

@@ -349,3 +349,37 @@ class GroupMembers(_message.Message):
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     members: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, members: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CacheReport(_message.Message):
+    __slots__ = ("node", "volume", "cached_bytes", "ttl_ms", "reporter")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    CACHED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    REPORTER_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    volume: str
+    cached_bytes: int
+    ttl_ms: int
+    reporter: str
+    def __init__(self, node: _Optional[str] = ..., volume: _Optional[str] = ..., cached_bytes: _Optional[int] = ..., ttl_ms: _Optional[int] = ..., reporter: _Optional[str] = ...) -> None: ...
+
+class CacheReportReply(_message.Message):
+    __slots__ = ("expires_ns",)
+    EXPIRES_NS_FIELD_NUMBER: _ClassVar[int]
+    expires_ns: int
+    def __init__(self, expires_ns: _Optional[int] = ...) -> None: ...
+
+class NodeCache(_message.Message):
+    __slots__ = ("node", "cached_bytes")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CACHED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    cached_bytes: int
+    def __init__(self, node: _Optional[str] = ..., cached_bytes: _Optional[int] = ...) -> None: ...
+
+class NodeCaches(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeCache]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeCache, _Mapping]]] = ...) -> None: ...

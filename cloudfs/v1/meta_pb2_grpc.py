@@ -1585,3 +1585,120 @@ class CacheGroupService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CacheReportServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ReportCache = channel.unary_unary(
+                '/cloudfs.v1.CacheReportService/ReportCache',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.CacheReport.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.CacheReportReply.FromString,
+                _registered_method=True)
+        self.CachedBytes = channel.unary_unary(
+                '/cloudfs.v1.CacheReportService/CachedBytes',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.NodeCaches.FromString,
+                _registered_method=True)
+
+
+class CacheReportServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ReportCache(self, request, context):
+        """replaces the reporter's last
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CachedBytes(self, request, context):
+        """an unknown volume: no nodes
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CacheReportServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ReportCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportCache,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CacheReport.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.CacheReportReply.SerializeToString,
+            ),
+            'CachedBytes': grpc.unary_unary_rpc_method_handler(
+                    servicer.CachedBytes,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.VolumeRef.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.NodeCaches.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'cloudfs.v1.CacheReportService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('cloudfs.v1.CacheReportService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CacheReportService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ReportCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.CacheReportService/ReportCache',
+            cloudfs_dot_v1_dot_meta__pb2.CacheReport.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.CacheReportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CachedBytes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.CacheReportService/CachedBytes',
+            cloudfs_dot_v1_dot_meta__pb2.VolumeRef.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.NodeCaches.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

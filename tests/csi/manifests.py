@@ -8,7 +8,9 @@ from typing import Any
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-MANIFESTS = sorted([*DEPLOY.glob("csi/*.yaml"), *DEPLOY.glob("examples/*.yaml")])
+MANIFESTS = sorted(
+    [*DEPLOY.glob("csi/*.yaml"), *DEPLOY.glob("examples/*.yaml"), *DEPLOY.glob("scheduler/*.yaml")]
+)
 
 
 def _docs() -> list[tuple[str, dict[str, Any]]]:

@@ -206,8 +206,11 @@ def test_only_mounts_and_their_peers_reach_the_tree_service() -> None:
     assert _selected(policy["spec"]["podSelector"]) == {"cloudfs-meta"}
     grpc_port = one("Service", "cloudfs-meta")["spec"]["ports"][0]["port"]
     assert _allowed(policy) == {
-        grpc_port: {NODE, "cloudfs-csi-controller", "cloudfs-cache", "cloudfs-cache-node"}
-    }
+        grpc_port: {
+            NODE, "cloudfs-csi-controller", "cloudfs-cache", "cloudfs-cache-node",
+            "cloudfs-scheduler-extender",  # asks for the nodes' cached bytes
+        }
+    }  # fmt: skip
     assert set(_allowed(policy)) <= _container_ports("cloudfs-meta")
     names = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchExpressions"][0]
     assert "cloudfs-gateway" in names["values"]  # a gateway, when deployed, is let in too
@@ -235,7 +238,17 @@ def test_nothing_else_is_reachable() -> None:
         reachable |= (
             _selected(policy["spec"]["podSelector"]) if policy["spec"].get("ingress") else set()
         )
-    assert reachable == {"cloudfs-meta", "cloudfs-cache", "cloudfs-cache-node"}
+    assert reachable == {
+        "cloudfs-meta", "cloudfs-cache", "cloudfs-cache-node", "cloudfs-scheduler-extender"
+    }  # fmt: skip
+
+
+def test_only_the_cloudfs_scheduler_reaches_the_extender() -> None:
+    policy = _policies()["cloudfs-scheduler-extender-clients"]
+    assert _selected(policy["spec"]["podSelector"]) == {"cloudfs-scheduler-extender"}
+    port = one("Service", "cloudfs-scheduler-extender")["spec"]["ports"][0]["port"]
+    assert _allowed(policy) == {port: {"cloudfs-scheduler"}}
+    assert set(_allowed(policy)) <= _container_ports("cloudfs-scheduler-extender")
 
 
 # ---- TLS ----

@@ -1,4 +1,4 @@
-"""The tree service: Meta-, Volume- and CacheGroupService over gRPC (proto/cloudfs/v1/meta.proto).
+"""The tree service: Meta-, Volume-, CacheGroup-, CacheReportService (proto/cloudfs/v1/meta.proto).
 
 Every MetaService call names its volume; the call runs the volume's tree
 operations (``Volumes.tree``) in the server's thread pool. The handlers are
@@ -8,7 +8,9 @@ one Meta call. An ``FsError`` becomes the matching gRPC status with the errno
 in the trailing metadata (``convert.py``); anything else is logged with its
 traceback and answered INTERNAL/EIO. CacheGroupService keeps the members of
 cache groups (``groups.py``) in the same engine; the janitor that ends
-expired sessions also removes expired members.
+expired sessions also removes expired members. CacheReportService keeps, in
+memory, how many bytes of each volume each node caches (``cache_reports.py``),
+for the Kubernetes scheduler extender.
 
 With a token, every call must carry ``authorization: Bearer <token>``
 (UNAUTHENTICATED otherwise); a token kept in a file is re-read when the file
@@ -34,6 +36,7 @@ from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service import convert as cv
+from cloudfs.meta.service.cache_reports import CacheReports
 from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.limits import ClientLimiter, ServerLimits
@@ -48,6 +51,7 @@ log = logging.getLogger(__name__)
 META_SERVICE = "cloudfs.v1.MetaService"
 VOLUME_SERVICE = "cloudfs.v1.VolumeService"
 GROUP_SERVICE = "cloudfs.v1.CacheGroupService"
+REPORT_SERVICE = "cloudfs.v1.CacheReportService"
 
 Call = Callable[[EmbeddedMeta, Any], Any]
 SessionCall = Callable[[EmbeddedMeta, Any, str], Any]  # also given the caller's session
@@ -197,6 +201,15 @@ def _left(groups: CacheGroups, request: pb.GroupMemberRequest) -> pb.Empty:
     return pb.Empty()
 
 
+def _reported(reports: CacheReports, r: pb.CacheReport) -> int:
+    return reports.report(r.volume, r.node, r.reporter, r.cached_bytes, r.ttl_ms)
+
+
+def _node_caches(reports: CacheReports, volume: str) -> pb.NodeCaches:
+    held = reports.cached_bytes(volume)
+    return pb.NodeCaches(nodes=[pb.NodeCache(node=n, cached_bytes=b) for n, b in held.items()])
+
+
 def _sessionless(call: Call) -> SessionCall:
     return lambda meta, request, session: call(meta, request)
 
@@ -229,6 +242,7 @@ class TreeServer:
         default ``ServerLimits()``)."""
         self._volumes = volumes
         self._groups = groups or CacheGroups(volumes.engine)
+        self.cache_reports = CacheReports()
         self._token = token_source(token)
         limits = limits or ServerLimits()
         self._server = grpc.server(
@@ -241,6 +255,7 @@ class TreeServer:
                 grpc.method_handlers_generic_handler(META_SERVICE, self._meta_handlers()),
                 grpc.method_handlers_generic_handler(VOLUME_SERVICE, self._volume_handlers()),
                 grpc.method_handlers_generic_handler(GROUP_SERVICE, self._group_handlers()),
+                grpc.method_handlers_generic_handler(REPORT_SERVICE, self._report_handlers()),
             )
         )
         self._stopping = threading.Event()
@@ -279,6 +294,7 @@ class TreeServer:
                     log.info("ended %d expired sessions", ended)
                 if gone := self._groups.expire():
                     log.info("removed %d expired cache group members", gone)
+                self.cache_reports.expire()
             except Exception:
                 log.exception("session janitor failed; trying again later")
 
@@ -366,6 +382,20 @@ class TreeServer:
             ),
             "LeaveGroup": (pb.GroupMemberRequest, lambda r: _left(g, r)),
             "ListGroup": (pb.GroupRef, lambda r: pb.GroupMembers(members=g.members(r.group))),
+        }
+        return {
+            name: self._unary(name, _ignoring_context(fn), request_type)
+            for name, (request_type, fn) in table.items()
+        }
+
+    def _report_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        reports = self.cache_reports
+        table: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+            "ReportCache": (
+                pb.CacheReport,
+                lambda r: pb.CacheReportReply(expires_ns=_reported(reports, r)),
+            ),
+            "CachedBytes": (pb.VolumeRef, lambda r: _node_caches(reports, r.volume)),
         }
         return {
             name: self._unary(name, _ignoring_context(fn), request_type)
