@@ -25,6 +25,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR)]
 
 from scheduling.engine import Rates, make_nodes, simulate  # noqa: E402
+from scheduling.markdown import medians_table, ratios_table  # noqa: E402
 from scheduling.model import GIB, MIB  # noqa: E402
 from scheduling.placement import POLICY_NAMES, make_policy  # noqa: E402
 from scheduling.report import METRICS, medians, paired_ratios, summarize  # noqa: E402
@@ -70,6 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-wait-s", type=float, default=600.0, help="aware-wait's bound")
     p.add_argument("--ready-fraction", type=float, default=0.8, help="aware-wait's threshold")
     p.add_argument("--out", type=Path, default=BENCH_DIR / "results")
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables too")
     return p.parse_args(argv)
 
 
@@ -140,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / f"scheduling-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     print_summary(report)
+    if args.markdown:
+        print(medians_table(report), ratios_table(report), sep="\n\n")
     print(f"wrote {path}")
     return 0
 

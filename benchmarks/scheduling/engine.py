@@ -175,7 +175,7 @@ class _Simulation:
                 raise RuntimeError(f"{self.policy.name} put job {job.job_id} on a full node")
             self.queue.remove(job)
             node.used_gpus += job.gpus
-            node.running.add(job.job_id)
+            node.running[job.job_id] = job.dataset
             rng = random.Random(f"{self.seed}-{job.job_id}")
             reader = _Reader(job, node, dataset, rng, self.now)
             self.readers[job.job_id] = reader
@@ -252,7 +252,7 @@ class _Simulation:
     def finish(self, reader: _Reader) -> None:
         job, node = reader.job, reader.node
         node.used_gpus -= job.gpus
-        node.running.discard(job.job_id)
+        del node.running[job.job_id]
         del self.readers[job.job_id]
         self.done.append(
             JobResult(

@@ -103,8 +103,13 @@ class Node:
     gpus: int
     cache: BlockLRU
     used_gpus: int = 0
-    running: set[int] = field(default_factory=set)
+    running: dict[int, str] = field(default_factory=dict)
+    """Job id -> dataset of the jobs running here."""
 
     @property
     def free_gpus(self) -> int:
         return self.gpus - self.used_gpus
+
+    def other_datasets(self, dataset: str) -> int:
+        """How many datasets other than `dataset` the node's running jobs read."""
+        return len(set(self.running.values()) - {dataset})

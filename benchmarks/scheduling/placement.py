@@ -7,6 +7,8 @@ extender: 10 x the node's cached bytes of the job's dataset over the most any
 candidate holds (an integer 0-10, as extender priorities are), ties to the
 least loaded node. `aware-wait` may also leave a job queued for a bounded time
 while a busy node holds its dataset, like a readiness threshold.
+`aware-nomix` first avoids nodes whose running jobs read other datasets (they
+would evict the blocks the score counted), then scores as `aware`.
 """
 
 from __future__ import annotations
@@ -104,19 +106,28 @@ class CacheAware:
     of what it can of the dataset) but a busy one is, the job stays queued
     until such a node frees up or `max_wait_s` after its arrival, whichever
     comes first.
+
+    With `avoid_mixing`: nodes whose running jobs read fewer other datasets
+    come first, then the score, then the load.
     """
 
-    def __init__(self, max_wait_s: float = 0.0, ready_fraction: float = 0.8) -> None:
+    def __init__(
+        self, max_wait_s: float = 0.0, ready_fraction: float = 0.8, avoid_mixing: bool = False
+    ) -> None:
         self.max_wait_s = max_wait_s
         self.ready_fraction = ready_fraction
+        self.avoid_mixing = avoid_mixing
         self.name = "aware-wait" if max_wait_s > 0 else "aware"
+        if avoid_mixing:
+            self.name = self.name.replace("aware", "aware-nomix")
 
     def choose(self, job: Job, dataset: Dataset, nodes: Sequence[Node], now: float) -> Node | None:
         fits = candidates(job, nodes)
         if not fits:
             return None
         scores = cache_scores(dataset, fits)
-        best = max(range(len(fits)), key=lambda i: (scores[i], fits[i].free_gpus, -i))
+        mixing = [node.other_datasets(dataset.name) if self.avoid_mixing else 0 for node in fits]
+        best = max(range(len(fits)), key=lambda i: (-mixing[i], scores[i], fits[i].free_gpus, -i))
         chosen = fits[best]
         if self._should_wait(job, dataset, chosen, nodes, now):
             return None
@@ -135,7 +146,7 @@ class CacheAware:
         )
 
 
-POLICY_NAMES = ("first-fit", "random", "least-loaded", "aware", "aware-wait")
+POLICY_NAMES = ("first-fit", "random", "least-loaded", "aware", "aware-wait", "aware-nomix")
 
 
 def make_policy(name: str, seed: int, max_wait_s: float, ready_fraction: float) -> Placement:
@@ -150,4 +161,6 @@ def make_policy(name: str, seed: int, max_wait_s: float, ready_fraction: float) 
         return CacheAware()
     if name == "aware-wait":
         return CacheAware(max_wait_s=max_wait_s, ready_fraction=ready_fraction)
+    if name == "aware-nomix":
+        return CacheAware(avoid_mixing=True)
     raise ValueError(f"unknown policy {name!r}; one of {', '.join(POLICY_NAMES)}")

@@ -134,6 +134,18 @@ def test_cache_aware_prefers_the_warm_node_and_then_the_least_loaded() -> None:
     assert CacheAware().choose(job, ds, nodes, 0.0) is nodes[1]
 
 
+def test_cache_aware_nomix_avoids_a_warm_node_busy_with_another_dataset() -> None:
+    ds = Dataset("d", 10 * BLOCK)
+    nodes = make_nodes(2, 8, 10 * BLOCK)
+    warm_node(nodes[1], ds, BLOCK)
+    nodes[1].running[7] = "other"
+    job = Job(0, "d", 1, 2, 0.0)
+    assert CacheAware().choose(job, ds, nodes, 0.0) is nodes[1]
+    assert CacheAware(avoid_mixing=True).choose(job, ds, nodes, 0.0) is nodes[0]
+    nodes[0].running[8] = "third"
+    assert CacheAware(avoid_mixing=True).choose(job, ds, nodes, 0.0) is nodes[1]
+
+
 def test_cache_aware_wait_holds_a_job_for_a_busy_warm_node_until_its_bound() -> None:
     ds = Dataset("d", 10 * BLOCK)
     nodes = make_nodes(2, 8, 10 * BLOCK)
