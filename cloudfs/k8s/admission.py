@@ -130,7 +130,12 @@ def needs_us(workload: dict[str, Any], check: str) -> bool:
     )
 
 
-def decide(workload: dict[str, Any], check: str, view: Readiness) -> Decision:
+def decide(
+    workload: dict[str, Any],
+    check: str,
+    view: Readiness,
+    default_fraction: float = DEFAULT_READY_FRACTION,
+) -> Decision:
     """What to do for ``check`` on ``workload`` given ``view`` (see the module docstring)."""
     if not needs_us(workload, check):
         return Decision(Action.NONE)
@@ -148,7 +153,7 @@ def decide(workload: dict[str, Any], check: str, view: Readiness) -> Decision:
         return Decision(Action.DECIDE, CheckState.RETRY, "no node of the assigned flavors")
     sizes = {v: s for v, s in view.dataset_bytes.items() if s is not None}
     nodes = target_nodes(view, pod_count(workload))
-    fraction = ready_fraction(workload)
+    fraction = ready_fraction(workload, default_fraction)
     held = _held_fraction(view, sizes, nodes)
     total = sum(sizes.values())
     ready = all(
