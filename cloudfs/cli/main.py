@@ -15,6 +15,7 @@ from cloudfs.cli import (
     meta_serve,
     mount,
     refresh,
+    scheduler_admission,
     scheduler_extender,
     stats,
     umount,
@@ -56,6 +57,8 @@ def _temporary_scheduler_parser(commands: argparse._SubParsersAction) -> None:  
     p = commands.add_parser("scheduler", help="scheduling: the kube-scheduler extender")
     sub = p.add_subparsers(dest="scheduler_command", required=True, metavar="COMMAND")
     scheduler_extender.add_extender_parser(sub)
+    # TEMPORARY (branch `kueue`): likewise, scheduler.py's subcommands call this at the merge.
+    scheduler_admission.add_admission_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

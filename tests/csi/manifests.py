@@ -9,8 +9,15 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 MANIFESTS = sorted(
-    [*DEPLOY.glob("csi/*.yaml"), *DEPLOY.glob("examples/*.yaml"), *DEPLOY.glob("scheduler/*.yaml")]
+    [
+        *DEPLOY.glob("csi/*.yaml"),
+        *DEPLOY.glob("examples/*.yaml"),
+        *DEPLOY.glob("scheduler/*.yaml"),
+        *DEPLOY.glob("kueue/*.yaml"),
+    ]
 )
+# Kueue's kinds: validated against its CRD schemas by tests/k8s/test_kueue_manifests.py.
+CRD_GROUPS = ("kueue.x-k8s.io/",)
 
 
 def _docs() -> list[tuple[str, dict[str, Any]]]:

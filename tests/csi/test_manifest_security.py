@@ -209,6 +209,7 @@ def test_only_mounts_and_their_peers_reach_the_tree_service() -> None:
         grpc_port: {
             NODE, "cloudfs-csi-controller", "cloudfs-cache", "cloudfs-cache-node",
             "cloudfs-scheduler-extender",  # asks for the nodes' cached bytes
+            "cloudfs-data-readiness",  # the same, and which volumes exist
         }
     }  # fmt: skip
     assert set(_allowed(policy)) <= _container_ports("cloudfs-meta")

@@ -1,0 +1,110 @@
+"""``cloudfs scheduler admission-check``: Kueue's data-readiness admission check.
+
+    cloudfs scheduler admission-check --tree grpc://cloudfs-meta:7070 \\
+        --warmup-image ghcr.io/cloudfs/cloudfs-csi:0.1.0
+
+Marks the AdmissionChecks whose ``controllerName`` is ``cloudfs.io/data-readiness``
+Active; for each Workload with quota reserved and such a check Pending, warms
+its CloudFS volumes on the chosen nodes (a Job per node running ``cloudfs
+warmup``) and sets the check Ready once each node caches ``--ready-fraction``
+of every volume, as the mounts report it to the tree service. Sizes come from
+the Workload annotation ``cloudfs.io/dataset-bytes`` or ``--dataset-bytes``.
+See docs/kubernetes-scheduling.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from cloudfs.cli.meta_serve import read_token
+from cloudfs.cli.tls_flags import add_client_flags, client_tls
+from cloudfs.errors import StartupError
+from cloudfs.meta.remote import parse_tree_address
+
+log = logging.getLogger("cloudfs.k8s")
+
+TREE_TIMEOUT = 5.0  # seconds per tree-service call
+
+
+def add_admission_parser(subparsers: Any) -> None:
+    """Add ``admission-check`` to the subcommands of ``cloudfs scheduler``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "admission-check",
+        help="run Kueue's data-readiness admission check controller",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--tree",
+        default=os.environ.get("CLOUDFS_META_SERVER"),
+        metavar="grpc://HOST:PORT",
+        help="the tree service the mounts report to ($CLOUDFS_META_SERVER)",
+    )
+    p.add_argument("--token-file", help="the tree service's token ($CLOUDFS_META_TOKEN)")
+    add_client_flags(p)
+    p.add_argument("--warmup-image", required=True, help="image of the warm-up Jobs")
+    p.add_argument("--controller-name", default="cloudfs.io/data-readiness")
+    p.add_argument("--ready-fraction", type=float, default=0.8, help="default threshold")
+    p.add_argument("--dataset-bytes", default="", metavar="VOL=SIZE,...", help="known sizes")
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between passes")
+    p.add_argument("--driver-name", default="csi.cloudfs.io", help="the CloudFS CSI driver")
+    p.add_argument("--kube-api", metavar="URL", help="API server URL (default: in-cluster)")
+    p.add_argument("--once", action="store_true", help="one pass, then exit (for tests)")
+    p.add_argument("--debug", action="store_true")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudfs.k8s.admission_controller import AdmissionController
+    from cloudfs.k8s.dataset_sizes import parse_sizes
+    from cloudfs.k8s.kube_api import ApiClaimResolver, KubeApi
+    from cloudfs.k8s.tree_view import TreeServiceView
+    from cloudfs.meta.cache_report import CacheReportClient
+    from cloudfs.meta.remote import VolumeClient
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not args.tree:
+        raise StartupError("--tree grpc://HOST:PORT (or $CLOUDFS_META_SERVER) is required")
+    if not 0.0 < args.ready_fraction <= 1.0:
+        raise StartupError("--ready-fraction must be in (0, 1]")
+    api = KubeApi(args.kube_api) if args.kube_api else KubeApi.in_cluster()
+    if api is None:
+        raise StartupError("not in a cluster: give --kube-api URL")
+    address = parse_tree_address(args.tree, "--tree") if "://" in args.tree else args.tree
+    token = read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None
+    tls = client_tls(args.tls_ca, args.tls_cert, args.tls_key)
+    tree = TreeServiceView(
+        CacheReportClient(address, token=token, timeout=TREE_TIMEOUT, tls=tls),
+        VolumeClient(address, token=token, timeout=TREE_TIMEOUT, tls=tls),
+    )
+    controller = AdmissionController(
+        api,
+        tree,
+        image=args.warmup_image,
+        resolver=ApiClaimResolver(api, args.driver_name),
+        controller_name=args.controller_name,
+        default_sizes=parse_sizes(args.dataset_bytes),
+        default_fraction=args.ready_fraction,
+        driver=args.driver_name,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    log.info("data-readiness admission check %s (tree service %s)", args.controller_name, address)
+    try:
+        if args.once:
+            controller.reconcile_once()
+        else:
+            controller.run(stop, args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tree.close()
+    return 0
