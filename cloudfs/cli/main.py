@@ -12,9 +12,11 @@ from cloudfs.cli import (
     flush,
     gateway,
     hint,
+    job,
     meta_serve,
     mount,
     refresh,
+    scheduler,
     stats,
     umount,
     volume,
@@ -41,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     volume.add_parser(commands)
     cache_serve.add_parser(commands)
     gateway.add_parser(commands)
+    job.add_parser(commands)
+    scheduler.add_parser(commands)
     return parser
 
 
