@@ -25,10 +25,11 @@ from pathlib import Path
 
 from cloudfs import mountinfo
 from cloudfs.control import client
-from cloudfs.errors import FsError, StartupError
+from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.jobs.spec import JobSpec, Volume
 
-BATCH = 1000
+BATCH = 1000  # inodes per check request
+WARM_BATCH = 200  # inodes per warm-up request; the progress is measured after each
 Progress = Callable[[int, int], None]  # (cached bytes, total bytes)
 
 
@@ -60,15 +61,25 @@ def prepare(
         return
     by_mount: dict[str, list[DataFile]] = {}
     for path in spec.datasets:
-        by_mount.setdefault(client.mountpoint_of(path), []).extend(_files(path))
+        try:
+            by_mount.setdefault(client.mountpoint_of(path), []).extend(_files(path))
+        except (UsageError, OSError) as e:
+            raise NotReady(f"dataset path {path}: {getattr(e, 'strerror', None) or e}") from None
     total = sum(f.size for files in by_mount.values() for f in files)
     target = spec.min_cached * total
     cached = _cached(by_mount)
     progress(cached, total)
     if cached >= target:
         return
+    if cancelled():
+        raise Cancelled
     for mountpoint, files in by_mount.items():
-        _warm(mountpoint, files, deadline, cancelled)
+        for start in range(0, len(files), WARM_BATCH):
+            _warm(mountpoint, files[start : start + WARM_BATCH], deadline, cancelled)
+            cached = _cached(by_mount)
+            progress(cached, total)
+            if cached >= target:
+                return
     while True:
         cached = _cached(by_mount)
         progress(cached, total)
@@ -143,14 +154,12 @@ def _cached(by_mount: dict[str, list[DataFile]]) -> int:
 def _warm(
     mountpoint: str, files: list[DataFile], deadline: float, cancelled: Callable[[], bool]
 ) -> None:
-    for start in range(0, len(files), BATCH):
-        inodes = [f.inode for f in files[start : start + BATCH]]
-        request = {"op": "warmup", "inodes": inodes, "parallel": 8, "to": None}
-        try:
-            for _event in client.call(mountpoint, request, timeout=60):
-                if cancelled():
-                    raise Cancelled
-                if time.monotonic() > deadline:
-                    return
-        except StartupError as e:
-            raise NotReady(str(e)) from None
+    request = {"op": "warmup", "inodes": [f.inode for f in files], "parallel": 8, "to": None}
+    try:
+        for _event in client.call(mountpoint, request, timeout=60):
+            if cancelled():
+                raise Cancelled
+            if time.monotonic() > deadline:
+                return
+    except StartupError as e:
+        raise NotReady(str(e)) from None

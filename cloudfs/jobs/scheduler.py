@@ -168,7 +168,7 @@ class Scheduler:
         if record.id not in self._ready:
             return
         outcome = self._ready.pop(record.id)
-        del self._warmups[record.id]
+        self._warmups.pop(record.id, None)
         if outcome is None:
             self._launch(record)
         elif isinstance(outcome, readiness.Cancelled):
@@ -202,7 +202,8 @@ class Scheduler:
                 log.exception("warm-up of %s failed", job_id)
                 outcome = e
             with self._lock:
-                self._ready[job_id] = outcome
+                if job_id in self._warmups:  # not given up on (cancelled) meanwhile
+                    self._ready[job_id] = outcome
 
         thread = threading.Thread(target=work, name=f"warmup-{job_id}", daemon=True)
         self._warmups[job_id] = thread
@@ -282,6 +283,8 @@ class Scheduler:
         self.store.put(record, f"{state}: {reason}")
         self._cancel.pop(record.id, None)
         self._stall_at.pop(record.id, None)
+        self._warmups.pop(record.id, None)
+        self._ready.pop(record.id, None)
 
     def _sample_stall(self, record: JobRecord) -> None:
         if not record.spec.volumes:
