@@ -8,7 +8,9 @@ group's quota plus the other groups' idle quota) and its user's quota.
 No job overtakes an earlier one of its queue that is blocked by the *group*
 (its quota, or an unknown group), so a large job is not starved by small ones;
 a job blocked by its *user's* quota holds back only that user's later jobs in
-the queue. Running jobs are never preempted.
+the queue. Running jobs are never preempted, so where groups borrow, a group
+whose idle quota was lent waits for it to come back: all jobs together never
+take more than the sum of the groups' quotas.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerC
         short = _short(by_group[d.group], d, group.quota)
         if short and group.borrow:
             short = _short_of_idle(d, by_group, config)
+        if not short and any(g.borrow for g in config.groups.values()):
+            short = _short_of_pool(d, by_group, config)
         if short:
             waiting[d.job_id] = f"group {d.group} quota: {short}"
             blocked_groups[d.group] = d.job_id
@@ -134,6 +138,20 @@ def _short_of_idle(d: Demand, by_group: Mapping[str, Usage], config: SchedulerCo
         )  # ...and what others borrowed is taken
         if excess > idle - borrowed:
             return f"{r} {_fmt(excess)} past the quota, {_fmt(max(0.0, idle - borrowed))} idle"
+    return ""
+
+
+def _short_of_pool(d: Demand, by_group: Mapping[str, Usage], config: SchedulerConfig) -> str:
+    """Where groups borrow, no job may take the sum of all quotas past itself: a lender
+    waits for what it lent to come back (nothing is preempted)."""
+    for r, want in d.usage().items():
+        limits = [g.quota.limit(r) for g in config.groups.values()]
+        if any(limit is None for limit in limits):
+            continue
+        pool = sum(limit for limit in limits if limit is not None)
+        used = sum(u[r] for n, u in by_group.items() if n in config.groups)
+        if used + want > pool:
+            return f"{r} lent to other groups ({_fmt(used)} of all groups' {_fmt(pool)} in use)"
     return ""
 
 

@@ -83,3 +83,33 @@ def test_plan_properties(queued: list[Demand], qa: int, qb: int, ux: int) -> Non
                 if later.job_id in p.start and later.group == d.group:
                     assert p.waiting[d.job_id].startswith(("user", "behind job"))
                     assert later.user != d.user
+
+
+@settings(max_examples=200, deadline=None)
+@given(demands, st.integers(0, 6), st.integers(0, 6), st.booleans(), st.booleans())
+def test_borrowing_never_exceeds_the_sum_of_quotas(
+    queued: list[Demand], qa: int, qb: int, ba: bool, bb: bool
+) -> None:
+    cfg = SchedulerConfig(
+        {"a": Group(Quota(gpus=qa), borrow=ba), "b": Group(Quota(gpus=qb), borrow=bb)}
+    )
+    by_id = {d.job_id: d for d in queued}
+    first = plan(queued, [], cfg)
+    started = [by_id[j] for j in first.start]
+    # a second pass with the started ones running: still within the pool
+    rest = [d for d in queued if d.job_id not in first.start]
+    second = plan(rest, started, cfg)
+    started += [by_id[j] for j in second.start]
+    assert sum(d.gpus for d in started) <= qa + qb
+    for g, q, borrows in (("a", qa, ba), ("b", qb, bb)):
+        if not borrows:
+            assert sum(d.gpus for d in started if d.group == g) <= q
+
+
+def test_a_lender_waits_for_what_it_lent() -> None:
+    cfg = SchedulerConfig({"a": Group(Quota(gpus=1), borrow=True), "b": Group(Quota(gpus=4))})
+    running = [job(1, group="a", gpus=3)]  # 2 of b's
+    p = plan([job(2, group="b", gpus=3)], running, cfg)
+    assert p.waiting == {
+        "j2": "group b quota: gpus lent to other groups (3 of all groups' 5 in use)"
+    }
