@@ -83,3 +83,31 @@ def test_bad_input_is_refused_with_one_line(sched: Sched, tmp_path: Path) -> Non
         [*cli[:4], "status", "nope-9", *cli[-2:]], capture_output=True, text=True, timeout=30
     )
     assert (status.returncode, status.stderr) == (1, "cloudfs: no job nope-9\n")
+
+
+def test_the_cli_commands(sched: Sched, tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "cloudfs.cli.main", "job", *args]
+        where = ["--state-dir", str(sched.state)]
+        return subprocess.run([*command, *where], capture_output=True, text=True, timeout=60)
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        f"name: talk\ncommand: 'for i in 1 2 3; do echo line $i; sleep 0.2; done'\n"
+        f"env: {{CLOUDFS_TEST_MARK: {sched.marker}}}\n"
+    )
+    job_id = cli("submit", str(spec)).stdout.strip()
+    follow = cli("logs", job_id, "-f")
+    assert follow.returncode == 0 and follow.stdout == "line 1\nline 2\nline 3\n"
+    sched.wait(job_id, "succeeded")
+    listing = cli("list")
+    assert listing.stdout.splitlines()[0].split() == [
+        "ID", "GROUP", "USER", "STATE", "PRIO", "ATTEMPT", "REASON",
+    ]  # fmt: skip
+    assert f"{job_id}  default" in listing.stdout
+    status = cli("status", job_id)
+    assert status.stdout.startswith(f"{job_id}: succeeded (every worker exited 0 (attempt 1))")
+    report = cli("report")
+    assert report.returncode == 0 and "GPUS req/alloc/quota" in report.stdout
+    again = cli("cancel", job_id)
+    assert (again.returncode, again.stderr) == (1, f"cloudfs: job {job_id} already succeeded\n")
