@@ -10,7 +10,8 @@ No job overtakes an earlier one of its queue that is blocked by the *group*
 a job blocked by its *user's* quota holds back only that user's later jobs in
 the queue. Running jobs are never preempted, so where groups borrow, a group
 whose idle quota was lent waits for it to come back: all jobs together never
-take more than the sum of the groups' quotas.
+take more than the sum of the groups' quotas. A job asking more than a whole
+quota waits (for the config to change) without holding anyone back.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerC
             waiting[d.job_id] = f"unknown group {d.group!r} (not in the scheduler config)"
             blocked_groups[d.group] = d.job_id
             continue
+        never = "" if group.borrow else _short(_zero(), d, group.quota)
+        if never:  # waits for a config change, holding nobody back
+            waiting[d.job_id] = f"group {d.group} quota: {never}: more than the whole quota"
+            continue
         short = _short(by_group[d.group], d, group.quota)
         if short and group.borrow:
             short = _short_of_idle(d, by_group, config)
@@ -84,6 +89,10 @@ def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerC
             blocked_groups[d.group] = d.job_id
             continue
         user_quota = config.users.get(d.user)
+        never = _short(_zero(), d, user_quota) if user_quota else ""
+        if never:
+            waiting[d.job_id] = f"user {d.user} quota: {never}: more than the whole quota"
+            continue
         short = _short(by_user[d.user], d, user_quota) if user_quota else ""
         if short:
             waiting[d.job_id] = f"user {d.user} quota: {short}"
