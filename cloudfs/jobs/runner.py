@@ -22,12 +22,14 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cloudfs.jobs import procs
 from cloudfs.jobs.spec import JobSpec
 
+STARTUP_GRACE = 60.0  # seconds a shim may take to write its pid file
 _PYTHONS = ("python", "python3", sys.executable)
 
 
@@ -132,7 +134,11 @@ def poll(directory: Path, count: int, children: list[Popen] | None = None) -> li
         try:
             pid, started = (directory / f"worker-{rank}.pid").read_text().split()
         except (OSError, ValueError):
-            states.append(WorkerState(rank, not ended, None))  # starting, or died before it said
+            # Starting, or died before it said: known from its handle where this process
+            # started it, else after STARTUP_GRACE seconds since its log was created.
+            if child is None:
+                ended = _older_than(directory / f"worker-{rank}.log", STARTUP_GRACE)
+            states.append(WorkerState(rank, not ended, None))
             continue
         running = procs.alive(int(pid), int(started))
         if not running and exit_file.exists():  # it ended between the two looks
@@ -140,6 +146,13 @@ def poll(directory: Path, count: int, children: list[Popen] | None = None) -> li
         else:
             states.append(WorkerState(rank, running, None))
     return states
+
+
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return True
 
 
 def stop(directory: Path, grace: float = 5.0) -> None:

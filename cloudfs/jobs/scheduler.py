@@ -218,6 +218,7 @@ class Scheduler:
         try:
             children = runner.launch(record.spec, record.id, record.attempt, self.jobs_dir)
         except OSError as e:
+            runner.stop(self._dir(record), self._grace)  # those that did start
             self._failed_attempt(record, [], f"cannot start its workers: {e.strerror}")
             return
         self._children[record.id] = children
