@@ -54,26 +54,61 @@ def descendants(pid: int) -> list[int]:
 
 def stop_trees(roots: Iterable[tuple[int, int]], grace: float = 5.0) -> None:
     """SIGTERM each live root (pid, start time), its process group and every descendant;
-    SIGKILL whatever still runs after ``grace`` seconds."""
+    SIGKILL whatever still runs after ``grace`` seconds.
+
+    Descendants are looked for again while waiting (a newcomer gets its SIGTERM
+    then), and each root's process group (a root leads its own session) is
+    signalled too: a child started after the first look, or orphaned when its
+    parent died, is still reached.
+    """
+    live = [(pid, started) for pid, started in roots if alive(pid, started)]
+    groups = [pid for pid, _ in live]
     targets: dict[int, int] = {}  # pid -> start time
-    for pid, started in roots:
-        if not alive(pid, started):
-            continue
-        targets[pid] = started
-        for child in descendants(pid):
-            st = start_time(child)
-            if st is not None:
-                targets[child] = st
-    _signal(targets, signal.SIGTERM)
+
+    def scan(sig: int, *, everyone: bool) -> None:
+        new: dict[int, int] = {}
+        for pid, started in live:
+            if alive(pid, started):
+                for p in [pid, *descendants(pid)]:
+                    st = start_time(p)
+                    if st is not None and p not in targets:
+                        new[p] = st
+        targets.update(new)
+        _signal(targets if everyone else new, sig)
+        if everyone:
+            for pgid in groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, sig)
+
+    scan(signal.SIGTERM, everyone=True)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not any(alive(p, s) for p, s in targets.items()):
+        if not _any_left(targets, groups):
             return
         time.sleep(0.05)
-    _signal(targets, signal.SIGKILL)
+        scan(signal.SIGTERM, everyone=False)
+    scan(signal.SIGKILL, everyone=True)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(alive(p, s) for p, s in targets.items()):
+    while time.monotonic() < deadline and _any_left(targets, groups):
         time.sleep(0.05)
+
+
+def _any_left(targets: dict[int, int], groups: list[int]) -> bool:
+    """Whether a target, or a member of one of ``groups``, still runs (zombies do not)."""
+    if any(alive(p, s) for p, s in targets.items()):
+        return True
+    wanted = set(groups)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) in wanted:
+            return True
+    return False
 
 
 def _signal(targets: dict[int, int], sig: int) -> None:

@@ -155,9 +155,32 @@ def _older_than(path: Path, seconds: float) -> bool:
         return True
 
 
-def stop(directory: Path, grace: float = 5.0) -> None:
-    """Stop every process of the attempt, each with its whole tree."""
-    procs.stop_trees(roots(directory), grace)
+def stop(
+    directory: Path, count: int, children: list[Popen] | None = None, grace: float = 5.0
+) -> None:
+    """Stop every process of the attempt, each with its whole tree.
+
+    A shim that has not written its pid file yet is found through its handle
+    (``children``, where this process started it), else waited for while its log
+    is younger than ``STARTUP_GRACE`` (at most 10 s)."""
+    found = dict(roots(directory))
+    for child in children or []:
+        started = procs.start_time(child.pid)
+        if started is not None:
+            found.setdefault(child.pid, started)
+    if not children:
+        deadline = time.monotonic() + 10
+        while len(found) < count and time.monotonic() < deadline:
+            missing = [
+                r for r in range(count)
+                if not (directory / f"worker-{r}.pid").exists()
+                and not _older_than(directory / f"worker-{r}.log", STARTUP_GRACE)
+            ]  # fmt: skip
+            if not missing:
+                break
+            time.sleep(0.05)
+            found.update(roots(directory))
+    procs.stop_trees(found.items(), grace)
 
 
 def describe(exit: int | None) -> str:

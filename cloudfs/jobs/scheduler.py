@@ -114,7 +114,7 @@ class Scheduler:
         with self._lock:
             for record in self.store.all():
                 if record.state == STARTING:
-                    runner.stop(self._dir(record), self._grace)
+                    runner.stop(self._dir(record), runner.processes(record.spec), None, self._grace)
                     record.state = WARMING
                     self.store.put(record, "the scheduler stopped while starting it: started again")
                 elif record.state == RUNNING:
@@ -218,7 +218,7 @@ class Scheduler:
         try:
             children = runner.launch(record.spec, record.id, record.attempt, self.jobs_dir)
         except OSError as e:
-            runner.stop(self._dir(record), self._grace)  # those that did start
+            self._stop(record)  # those that did start
             self._failed_attempt(record, [], f"cannot start its workers: {e.strerror}")
             return
         self._children[record.id] = children
@@ -236,7 +236,7 @@ class Scheduler:
 
     def _watch(self, record: JobRecord) -> None:
         if record.cancel_requested:
-            runner.stop(self._dir(record), self._grace)
+            self._stop(record)
             self._reap(record)
             self._finish(record, CANCELLED, "cancelled: every worker stopped")
             return
@@ -245,14 +245,14 @@ class Scheduler:
         failed = [w for w in states if not w.running and w.exit != 0]
         limit = record.spec.max_runtime
         if not failed and limit and time.time() - record.attempt_started_at > limit:
-            runner.stop(self._dir(record), self._grace)
+            self._stop(record)
             self._reap(record)
             reason = f"ran past max_runtime ({limit:g} s): hung? stopped"
             self._failed_attempt(record, [w.exit for w in self._poll(record)], reason)
             return
         if failed:
             if any(w.running for w in states):
-                runner.stop(self._dir(record), self._grace)  # one rank down: the rest would hang
+                self._stop(record)  # one rank down: the rest would hang
             self._reap(record)
             first = failed[0]
             reason = f"worker {first.rank} {runner.describe(first.exit)}"
@@ -261,6 +261,10 @@ class Scheduler:
             self._reap(record)
             record.exits.append([0] * len(states))
             self._finish(record, SUCCEEDED, f"every worker exited 0 (attempt {record.attempt})")
+
+    def _stop(self, record: JobRecord) -> None:
+        count = runner.processes(record.spec)
+        runner.stop(self._dir(record), count, self._children.get(record.id), self._grace)
 
     def _failed_attempt(self, record: JobRecord, exits: list[int | None], reason: str) -> None:
         record.exits.append(exits)

@@ -137,6 +137,8 @@ def _make(path: Path, config: dict[str, Any]) -> Sched:
 
 def _teardown(s: Sched) -> None:
     try:
+        if s.proc is None:  # a test that killed it and failed before starting it again
+            s.start()
         if s.proc is not None:
             for job in s.ask({"op": "list"})["jobs"]:
                 if job["state"] not in ("succeeded", "failed", "cancelled"):

@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cloudfs.jobs import procs, runner
 from cloudfs.jobs.client import request
 from tests.jobs.conftest import Sched, marked_pids
 
@@ -20,6 +22,15 @@ pytestmark = pytest.mark.timeout(120)
 def waiter(gate: Path, **extra: Any) -> dict[str, Any]:
     """A job that runs until ``gate`` exists."""
     return {"command": f"while [ ! -e {gate} ]; do sleep 0.05; done", **extra}
+
+
+def wait_for_shims(attempt: Path, count: int) -> list[tuple[int, int]]:
+    """The (pid, start time) of the attempt's ``count`` workers, once each has said."""
+    deadline = time.monotonic() + 20
+    while len(found := runner.roots(attempt)) < count:
+        assert time.monotonic() < deadline, f"{attempt}: {found}"
+        time.sleep(0.05)
+    return found
 
 
 def test_three_jobs_in_a_group_whose_quota_fits_two(sched_factory: Any, tmp_path: Path) -> None:
@@ -57,9 +68,10 @@ def test_a_restarted_scheduler_readopts_running_jobs(sched: Sched, tmp_path: Pat
     gate = tmp_path / "go"
     job_id = sched.submit(name="survivor", workers=2, **waiter(gate))
     sched.wait(job_id, "running")
-    workers = set(marked_pids(sched.marker))
+    attempt = sched.state / "jobs" / job_id / "attempt-1"
+    shims = wait_for_shims(attempt, 2)
     sched.stop(signal.SIGKILL)  # killed, not stopped: nothing cleaned up
-    assert set(marked_pids(sched.marker)) == workers  # the workers live on
+    assert all(procs.alive(pid, started) for pid, started in shims)  # the workers live on
     sched.start()
     assert sched.job(job_id)["state"] == "running"
     assert sched.events(job_id)[-1] == "re-adopted after a scheduler restart (2 live)"
