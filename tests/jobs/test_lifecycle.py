@@ -10,7 +10,7 @@ import pytest
 
 from tests.jobs.conftest import Sched, marked_pids
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_a_two_worker_job_gets_ranks_and_succeeds(sched: Sched) -> None:

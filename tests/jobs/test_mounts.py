@@ -92,6 +92,11 @@ def test_cancel_during_warm_up(sched: Sched, data: tuple[Path, Path]) -> None:
             break
         subprocess.run(["sleep", "0.1"])
     assert sched.job(job_id)["warmup"]["target"] == 0.9 * 8 * MiB
+    listing = subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "job", "list", "--state-dir", str(sched.state)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert "warming: 0% of 8.0 MiB cached, needs 90%" in listing.stdout
     job = sched.ask({"op": "cancel", "id": job_id})["job"]
     assert job["state"] == "cancelled"
     assert job["attempt"] == 0  # no worker ever started

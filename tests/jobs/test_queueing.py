@@ -16,7 +16,7 @@ from cloudfs.jobs import procs, runner
 from cloudfs.jobs.client import request
 from tests.jobs.conftest import Sched, marked_pids
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def waiter(gate: Path, **extra: Any) -> dict[str, Any]:

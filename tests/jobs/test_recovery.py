@@ -16,7 +16,7 @@ from cloudfs.jobs.record import STARTING
 from cloudfs.jobs.scheduler import Scheduler
 from tests.jobs.conftest import marked_pids
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 def test_a_scheduler_killed_mid_start_restarts_the_attempt(tmp_path: Path) -> None:
