@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     cache_serve.add_parser(commands)
     gateway.add_parser(commands)
     job.add_parser(commands)
+    # It returns its subparsers: `cloudfs scheduler extender` joins as
+    # extender.add_parser(scheduler.add_parser(commands)).
     scheduler.add_parser(commands)
     return parser
 

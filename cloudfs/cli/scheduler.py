@@ -15,7 +15,6 @@ import fcntl
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,19 +26,17 @@ from cloudfs.jobs.server import SchedulerServer, socket_path
 
 TICK = 0.5  # seconds between two passes of the loop
 
-# Modules adding ``cloudfs scheduler SUBCOMMAND`` (e.g. ``extender``, the Kubernetes
-# scheduler extender) append a function here that takes the subparsers object.
-SUBCOMMANDS: list[Callable[[Any], None]] = []
 
-
-def add_parser(commands: Any) -> None:
+def add_parser(commands: Any) -> Any:
+    """Add ``cloudfs scheduler`` with ``serve``; return its subparsers, to which
+    ``cli/main.py`` hands other ``cloudfs scheduler`` subcommands (``extender``, the
+    Kubernetes scheduler extender: ``extender.add_parser(sub)`` there)."""
     p: argparse.ArgumentParser = commands.add_parser(
         "scheduler", help="run the job scheduler", description=__doc__
     )
     sub = p.add_subparsers(dest="scheduler_command", required=True, metavar="SUBCOMMAND")
     add_serve(sub)
-    for add in SUBCOMMANDS:  # `extender` goes here
-        add(sub)
+    return sub
 
 
 def add_serve(sub: Any) -> None:

@@ -44,6 +44,11 @@ def test_three_jobs_in_a_group_whose_quota_fits_two(sched_factory: Any, tmp_path
     report = s.ask({"op": "report"})["report"]
     assert report["groups"]["vision"]["requested"]["gpus"] == 3
     assert report["groups"]["vision"]["allocated"]["gpus"] == 2
+    deadline = time.monotonic() + 20  # measured once the workers' shims said who they are
+    while not all(j["used"].get("memory") for j in report["jobs"] if j["state"] == "running"):
+        assert time.monotonic() < deadline, report["jobs"]
+        time.sleep(0.1)
+        report = s.ask({"op": "report"})["report"]
     gate.touch()
     for job_id in ids:
         s.wait(job_id, "succeeded")
