@@ -12,9 +12,11 @@ from cloudfs.cli import (
     flush,
     gateway,
     hint,
+    job,
     meta_serve,
     mount,
     refresh,
+    scheduler,
     scheduler_admission,
     scheduler_extender,
     stats,
@@ -43,22 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     volume.add_parser(commands)
     cache_serve.add_parser(commands)
     gateway.add_parser(commands)
-    _temporary_scheduler_parser(commands)
+    job.add_parser(commands)
+    # `cloudfs scheduler`: `serve` (the embedded scheduler), and for Kubernetes the
+    # kube-scheduler `extender` and Kueue's data-readiness `admission-check`
+    scheduling = scheduler.add_parser(commands)
+    scheduler_extender.add_extender_parser(scheduling)
+    scheduler_admission.add_admission_parser(scheduling)
     return parser
-
-
-# TEMPORARY (branch `extender`): `cloudfs scheduler` belongs to cloudfs/cli/scheduler.py,
-# written on the job-scheduler branch; until that merges, this registers a bare
-# `scheduler` command holding only `extender`. Drop it at the merge and call
-# scheduler_extender.add_extender_parser from scheduler.py's subcommands instead.
-def _temporary_scheduler_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    if "scheduler" in commands.choices:
-        return
-    p = commands.add_parser("scheduler", help="scheduling: the kube-scheduler extender")
-    sub = p.add_subparsers(dest="scheduler_command", required=True, metavar="COMMAND")
-    scheduler_extender.add_extender_parser(sub)
-    # TEMPORARY (branch `kueue`): likewise, scheduler.py's subcommands call this at the merge.
-    scheduler_admission.add_admission_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,91 @@
+"""The CLI side of the scheduler's socket, and starting the scheduler on demand.
+
+``request(state_dir, message, start=True)`` sends one request; if no scheduler
+answers and ``start`` is set, it starts ``cloudfs scheduler serve`` for that
+state directory in the background (its own session, output to
+``STATE_DIR/scheduler.log``) and waits for its socket.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
+from cloudfs.errors import FsError, StartupError
+from cloudfs.jobs.server import socket_path
+
+START_TIMEOUT = 20.0
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("CLOUDFS_SCHEDULER_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/lib/cloudfs/scheduler")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "cloudfs" / "scheduler"
+
+
+def request(
+    state_dir: Path, message: Message, *, start: bool = False, config: Path | None = None,
+    timeout: float = 30.0,
+) -> Message:  # fmt: skip
+    """The scheduler's answer to ``message``; ``FsError`` with its errno if it refused."""
+    try:
+        return _call(state_dir, message, timeout)
+    except (FileNotFoundError, ConnectionRefusedError):
+        if not start:
+            raise StartupError(
+                f"no scheduler runs for {state_dir} (`cloudfs job submit` starts one)"
+            ) from None
+    start_server(state_dir, config)
+    return _call(state_dir, message, timeout)
+
+
+def start_server(state_dir: Path, config: Path | None) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "cloudfs.cli.main", "scheduler", "serve",
+               "--state-dir", str(state_dir)]  # fmt: skip
+    if config is not None:
+        command += ["--config", str(config)]
+    with open(state_dir / "scheduler.log", "ab") as log:
+        child = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            _call(state_dir, {"op": "ping"}, 2.0)
+            return
+        except (FileNotFoundError, ConnectionRefusedError):
+            pass
+        if child.poll() not in (None, 0):  # 0: another scheduler won the race; wait for it
+            break
+        time.sleep(0.1)
+    raise StartupError(f"the scheduler did not start; see {state_dir / 'scheduler.log'}")
+
+
+def _call(state_dir: Path, message: Message, timeout: float) -> Message:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(socket_path(state_dir)))
+        sock.sendall(encode(message))
+        line = sock.makefile("rb").readline(MAX_LINE + 1)
+    except TimeoutError:
+        raise StartupError(f"the scheduler gave no answer within {timeout:g} s") from None
+    finally:
+        sock.close()
+    if not line:
+        raise StartupError("the scheduler closed the connection without an answer")
+    answer = decode(line)
+    if "error" in answer:
+        raise FsError(str(answer["error"]), errno=int(answer.get("errno", 5)))
+    return answer
