@@ -142,30 +142,20 @@ def unreachable(exc: grpc.RpcError) -> bool:
     )
 
 
-class Connectivity:
-    """The channel's last connectivity state, as gRPC reports it."""
+def await_connected(channel: grpc.Channel, seconds: float) -> bool:
+    """Whether ``channel`` is connected, or connects within ``seconds``.
 
-    def __init__(self, channel: grpc.Channel) -> None:
-        self._channel = channel
-        self._state: grpc.ChannelConnectivity | None = None
-        channel.subscribe(self._seen, try_to_connect=False)
-
-    def _seen(self, state: grpc.ChannelConnectivity) -> None:
-        self._state = state
-
-    def connected(self) -> bool:
-        return self._state is grpc.ChannelConnectivity.READY
-
-    def await_connected(self, seconds: float) -> bool:
-        """Connect (again) within ``seconds``; whether it did."""
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=max(seconds, 0.0))
-        except grpc.FutureTimeoutError:
-            return False
-        return True
-
-    def close(self) -> None:
-        self._channel.unsubscribe(self._seen)
+    Asked only after a failure: watching the channel all along (``subscribe``) keeps
+    a gRPC thread that a forked child (a DataLoader worker) crashes on.
+    """
+    ready = grpc.channel_ready_future(channel)
+    try:
+        ready.result(timeout=max(seconds, 0.0))
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        ready.cancel()  # no watch left behind
+    return True
 
 
 def rpc_error(exc: grpc.RpcError, what: str, timeout: float, *, tls: bool | None = None) -> FsError:
@@ -245,7 +235,6 @@ class GrpcMeta:
         self._channel = open_channel(address, tls)
         self._tls = tls is not None
         self._reconnect = reconnect
-        self._connectivity = Connectivity(self._channel)
         self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._volume = volume
         self.session = uuid.uuid4().hex  # the server sends this mount's own changes to nobody
@@ -307,10 +296,12 @@ class GrpcMeta:
             if pause is not None:
                 time.sleep(pause)
             return pause is not None
-        if not unreachable(exc) or self._connectivity.connected():
+        if not unreachable(exc):
             return False
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and await_connected(self._channel, 0.05):
+            return False  # connected: the server is slow, not gone
         left = self._reconnect - (time.monotonic() - started)
-        return left > 0 and self._connectivity.await_connected(left)
+        return left > 0 and await_connected(self._channel, left)
 
     def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
         return cv.attr_from_pb(self._call(name, request, lists=lists).attr)
@@ -461,5 +452,4 @@ class GrpcMeta:
                 )
             except grpc.RpcError as exc:  # it expires on its own
                 log.info("could not end the session: %s", exc)
-        self._connectivity.close()
         self._channel.close()
