@@ -46,7 +46,7 @@ CLEAR_BELOW = "\x1b[J"
 
 def add_parser(commands: Any) -> None:
     p: argparse.ArgumentParser = commands.add_parser(
-        "stats", help="show a mount's (or a gateway's) throughput, cache hit ratios, latencies",
+        "stats", help="a mount's (or gateway's) throughput, cache, latencies; or the job queues",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument(

@@ -142,3 +142,20 @@ def test_no_scheduler_is_one_line_naming_the_directory(tmp_path: Path) -> None:
         f"no scheduler at {tmp_path / 'none'} "
         "(start one: cloudfs job submit, or cloudfs scheduler serve)"
     )
+
+
+def test_the_live_view_shows_the_first_snapshot_at_once_then_refreshes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken: list[Path] = []
+
+    def fake_fetch(state_dir: Path) -> dict[str, Any]:
+        taken.append(state_dir)
+        return build_snapshot(JOBS, REPORT, NOW, str(state_dir))
+
+    monkeypatch.setattr(stats_scheduler, "fetch", fake_fetch)
+    argv = ("--scheduler", "--state-dir", "/s", "--count", "2", "--interval", "0.01")
+    assert stats.run(_args(*argv)) == 0
+    blocks = capsys.readouterr().out.rstrip("\n").split("\n\n")
+    assert len(blocks) == 2 and all(b.startswith("CloudFS scheduler /s") for b in blocks)
+    assert taken == [Path("/s"), Path("/s")]  # the first snapshot is shown, not taken twice
