@@ -455,16 +455,17 @@ def format_count(value: float) -> str:
     return f"{value / 1e6:.1f}M"
 
 
-def _table(rows: Iterable[Iterable[str]]) -> list[str]:
-    """Rows of cells aligned in columns: the first left-aligned, the others right-aligned."""
+def table(rows: Iterable[Iterable[str]], *, left: int = 1) -> list[str]:
+    """Rows of cells aligned in columns: the first ``left`` left-aligned, the others
+    right-aligned."""
     grid = [list(r) for r in rows]
     if not grid:
         return []
     widths = [max(len(r[i]) for r in grid) for i in range(len(grid[0]))]
     lines = []
     for row in grid:
-        cells = [row[0].ljust(widths[0])]
-        cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        cells = [c.ljust(w) for c, w in zip(row[:left], widths[:left], strict=True)]
+        cells += [c.rjust(w) for c, w in zip(row[left:], widths[left:], strict=True)]
         lines.append("  ".join(cells).rstrip())
     return lines
 
@@ -505,7 +506,7 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
                 format_count(t.blocks),
             ]
         )
-    lines += _table(hits) + _table(fills)
+    lines += table(hits) + table(fills)
     ops = sorted(snap.fuse_latency.items(), key=lambda kv: (-kv[1].count, kv[0]))[:top]
     latency = [["Latency", "ops/s", "mean", "p50", "p99", "count"]]
     for op, h in ops:
@@ -521,13 +522,13 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
             ]
         )
     if mount:
-        lines += _table(latency) if ops else ["Latency   (no FUSE requests yet)"]
+        lines += table(latency) if ops else ["Latency   (no FUSE requests yet)"]
     if snap.gateway:
-        lines += _table(gateway_rows(snap.gateway, format_seconds, format_size))
+        lines += table(gateway_rows(snap.gateway, format_seconds, format_size))
     if snap.group:
-        lines += _table(group_rows(snap.group, format_percent, format_seconds, format_size))
+        lines += table(group_rows(snap.group, format_percent, format_seconds, format_size))
     if snap.jobs:
-        lines += _table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
+        lines += table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
     elif mount:
         lines.append("Jobs      (none announced: see cloudfs.hints)")
     return lines

@@ -22,6 +22,10 @@ from cloudfs.jobs.server import socket_path
 START_TIMEOUT = 20.0
 
 
+class NoScheduler(StartupError):
+    """Nothing answers on the state directory's socket (and none was to be started)."""
+
+
 def default_state_dir() -> Path:
     env = os.environ.get("CLOUDFS_SCHEDULER_DIR")
     if env:
@@ -41,7 +45,7 @@ def request(
         return _call(state_dir, message, timeout)
     except (FileNotFoundError, ConnectionRefusedError):
         if not start:
-            raise StartupError(
+            raise NoScheduler(
                 f"no scheduler runs for {state_dir} (`cloudfs job submit` starts one)"
             ) from None
     start_server(state_dir, config)
