@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -27,12 +28,16 @@ import trio
 from cloudfs.data.journal import JournalEntry
 from cloudfs.data.staging import StagedFile
 from cloudfs.data.uploader import Uploader
-from cloudfs.errors import FsError, NotFound
+from cloudfs.errors import FsError, NotFound, ObjectChanged
 from cloudfs.meta.interface import Meta
 from cloudfs.types import Attr, InodeId, ObjectInfo
 from cloudfs.ufs.interface import ObjectStore
 
 log = logging.getLogger(__name__)
+
+# A commit refused because the file was renamed while its bytes went up is followed
+# (the object moved to the new key) at most this many times in a row.
+MAX_RENAMES_FOLLOWED = 8
 
 
 class Committer:
@@ -87,12 +92,16 @@ class Committer:
         """
         try:
             info = await staged.upload(self._store, key)
-            if moved() and not await self._follow_rename(inode, key):
-                return False
+            if moved():  # a rename or unlink in the mount meanwhile: follow it now
+                info = await self._at_key(inode, info)
+                if not info.key:
+                    return False
+            attr = await self._commit(inode, size, mtime_ns, info)
         except FsError:
             log.error("upload of inode %d to %r failed: close() reports the error", inode, key)
             raise
-        attr: Attr = await self._call(self._meta.commit_upload, inode, size, mtime_ns, info.etag)
+        if attr is None:
+            return False
         self._remember(attr)
         return True
 
@@ -113,24 +122,41 @@ class Committer:
     async def uploaded(self, entry: JournalEntry, info: ObjectInfo) -> None:
         """``entry``'s bytes are in the UFS as ``info``: commit them (``UploadSink``)."""
         inode = InodeId(entry.inode)
-        try:
-            attr: Attr = await self._call(
-                self._meta.commit_upload, inode, entry.size, entry.mtime_ns, info.etag
-            )
-        except NotFound:  # unlinked after the put: nobody may see the object
-            await trio.to_thread.run_sync(self._store.delete, info.key)
+        attr = await self._commit(inode, entry.size, entry.mtime_ns, info)
+        if attr is None:
             return
         self._remember(attr)
         self._uploaded_behind(inode)
 
-    async def _follow_rename(self, inode: InodeId, uploaded_to: str) -> bool:
-        """Move (or drop) what was just uploaded after a rename or unlink; False if
-        the file has no name left."""
+    async def _commit(
+        self, inode: InodeId, size: int, mtime_ns: int, info: ObjectInfo
+    ) -> Attr | None:
+        """Commit bytes put as ``info``, on condition that the file's key is still
+        ``info.key``; a rename that came between moves the object after it first.
+        None: the file lost its last name (the object is deleted, nothing committed)."""
+        for _ in range(MAX_RENAMES_FOLLOWED):
+            try:
+                attr: Attr = await self._call(
+                    self._meta.commit_upload, inode, size, mtime_ns, info.etag, info.key
+                )
+                return attr
+            except NotFound:  # unlinked after the put: nobody may see the object
+                await trio.to_thread.run_sync(self._store.delete, info.key)
+                return None
+            except ObjectChanged:  # renamed since the last look at its key
+                info = await self._at_key(inode, info)
+                if not info.key:
+                    return None
+        raise ObjectChanged(f"inode {inode}: renamed {MAX_RENAMES_FOLLOWED} times during commit")
+
+    async def _at_key(self, inode: InodeId, info: ObjectInfo) -> ObjectInfo:
+        """The object ``info`` moved to the file's key now (deleted, and key "", if the
+        file has no name left)."""
         key = await self.key_of(inode)
-        if key == uploaded_to:
-            return True
+        if key == info.key:
+            return info
         if key is None:
-            await trio.to_thread.run_sync(self._store.delete, uploaded_to)
-            return False
-        await trio.to_thread.run_sync(self._store.rename, uploaded_to, key)
-        return True
+            await trio.to_thread.run_sync(self._store.delete, info.key)
+            return replace(info, key="")
+        moved: ObjectInfo = await trio.to_thread.run_sync(self._store.rename, info.key, key)
+        return moved

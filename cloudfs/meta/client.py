@@ -412,9 +412,11 @@ class GrpcMeta:
     def release(self, inode: InodeId) -> None:
         self._call("Release", self._inode(inode))
 
-    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
+    def commit_upload(
+        self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
+    ) -> Attr:
         request = pb.CommitUploadRequest(
-            volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns, etag=etag
+            volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns, etag=etag, key=key or ""
         )
         return self._attr("CommitUpload", request)
 

@@ -233,9 +233,11 @@ class EmbeddedMeta:
     def expire_sessions(self) -> int:
         return ops_session.expire_sessions(self._ctx)
 
-    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
+    def commit_upload(
+        self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
+    ) -> Attr:
         with self._ns_lock:
-            return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag)
+            return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag, key)
 
     def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
         with self._ns_lock:

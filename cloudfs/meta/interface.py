@@ -169,8 +169,15 @@ class Meta(Protocol):
         """Drop one open handle; frees an unlinked inode at the last one."""
         ...
 
-    def commit_upload(self, inode: InodeId, size: int, mtime_ns: int, etag: str) -> Attr:
-        """Record that the file's bytes are now in the UFS as an object with ``etag``."""
+    def commit_upload(
+        self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
+    ) -> Attr:
+        """Record that the file's bytes are now in the UFS as an object with ``etag``.
+
+        ``key``: where they were put; if the file's key is no longer that (renamed
+        while the upload ran), ``ObjectChanged`` (ESTALE) and nothing is recorded:
+        the caller moves the object to the new key and commits again.
+        """
         ...
 
     def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:

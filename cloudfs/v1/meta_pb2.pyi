@@ -239,18 +239,20 @@ class StatFsReply(_message.Message):
     def __init__(self, stats: _Optional[_Union[FsStats, _Mapping]] = ...) -> None: ...
 
 class CommitUploadRequest(_message.Message):
-    __slots__ = ("volume", "inode", "size", "mtime_ns", "etag")
+    __slots__ = ("volume", "inode", "size", "mtime_ns", "etag", "key")
     VOLUME_FIELD_NUMBER: _ClassVar[int]
     INODE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     MTIME_NS_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     volume: str
     inode: int
     size: int
     mtime_ns: int
     etag: str
-    def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., etag: _Optional[str] = ...) -> None: ...
+    key: str
+    def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., etag: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class CommitPendingRequest(_message.Message):
     __slots__ = ("volume", "inode", "size", "mtime_ns")

@@ -353,6 +353,19 @@ def test_commit_upload(w: MetaWorld) -> None:
         w.meta.commit_upload(R, 1, 1, "e")
 
 
+def test_commit_upload_is_refused_when_the_file_moved_since_its_put(w: MetaWorld) -> None:
+    """The write-back race the soak found: an upload put its bytes under "a", the file
+    was renamed to "b" before the commit; an unconditional commit recorded an object
+    under "b" that was still under "a" (lost bytes). With the key, ESTALE instead."""
+    f = mkfile(w, R, b"a", None)
+    w.meta.commit_pending(f, 5, 1)
+    w.meta.rename(R, b"a", R, b"b")
+    with pytest.raises(errors.ObjectChanged):
+        w.meta.commit_upload(f, 5, 1, "etag-a", "a")
+    assert w.meta.getattr(f).etag == ""  # nothing recorded
+    assert w.meta.commit_upload(f, 5, 1, "etag-b", "b").etag == "etag-b"
+
+
 def test_commit_pending(w: MetaWorld) -> None:
     f = mkfile(w, R, b"f", None)
     w.meta.commit_upload(f, 10, 123, "etag-1")

@@ -12,7 +12,14 @@ import logging
 import stat
 from dataclasses import replace
 
-from cloudfs.errors import AlreadyExists, FsError, InvalidArgument, IsADirectory, NoAttribute
+from cloudfs.errors import (
+    AlreadyExists,
+    FsError,
+    InvalidArgument,
+    IsADirectory,
+    NoAttribute,
+    ObjectChanged,
+)
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.meta.server import codec, ops_session, tree
 from cloudfs.meta.server.context import TreeContext
@@ -155,13 +162,20 @@ def release(ctx: TreeContext, ino: int, session: str = "") -> None:
     write_txn(ctx.kv, apply)
 
 
-def commit_upload(ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: str) -> Attr:
+def commit_upload(
+    ctx: TreeContext, ino: int, size: int, mtime_ns: int, etag: str, key: str | None = None
+) -> Attr:
+    """``key``: where the bytes were put. A rename between the uploader's last look at
+    the key and this commit would otherwise record an object under a name that has
+    none (the bytes still under the old key): refused with ESTALE instead."""
     now = ctx.clock()
 
     def apply(txn: KVTxn) -> Attr:
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
+        if key is not None and tree.key_of(txn, ino) != key:
+            raise ObjectChanged(f"inode {ino} was renamed while its upload to {key!r} ran")
         rec = replace(
             rec, size=size, mtime_ns=mtime_ns, ctime_ns=now, etag=etag, ufs=True, pending=False
         )

@@ -1,0 +1,56 @@
+"""A write-back upload committed after a rename it did not see: the object follows
+the file to its new key before the tree records it (the soak's lost checkpoint)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from cloudfs.data.commit import Committer
+from cloudfs.data.journal import JournalEntry
+from cloudfs.types import ROOT_INODE, Attr, InodeId
+from tests.support.meta_world import make_world
+
+R = ROOT_INODE
+
+
+def _committer(meta: Any, store: Any) -> Committer:
+    async def call(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    def ignore(_: Attr | InodeId) -> None:
+        pass
+
+    return Committer(meta, store, call, call, ignore, ignore)
+
+
+def _entry(inode: InodeId, size: int) -> JournalEntry:
+    return JournalEntry(
+        inode=inode, seq=1, key="ckpt/latest.tmp", size=size, mtime_ns=1, sealed_at=0.0,
+        data_path="",
+    )  # fmt: skip
+
+
+def test_an_upload_whose_file_was_renamed_before_its_commit_lands_under_the_new_name(
+    tmp_path: Path,
+) -> None:
+    w = make_world("memory-kv", str(tmp_path))
+    meta, store = w.meta, w.store
+    ckpt = meta.mkdir(R, b"ckpt", stat.S_IFDIR | 0o755, 0, 0).inode
+    old = meta.create(ckpt, b"latest.bin", stat.S_IFREG | 0o644, 0, 0).inode
+    w.upload(old, b"old checkpoint")
+    new = meta.create(ckpt, b"latest.tmp", stat.S_IFREG | 0o644, 0, 0).inode
+    data = b"new checkpoint, longer"
+    meta.commit_pending(new, len(data), 1)
+    # the uploader put the bytes and looked at the key: still latest.tmp ...
+    info = store.put_bytes("ckpt/latest.tmp", data)
+    # ... then the trainer renamed it over latest.bin (no UFS call: it is pending)
+    meta.rename(ckpt, b"latest.tmp", ckpt, b"latest.bin")
+    trio.run(_committer(meta, store).uploaded, _entry(new, len(data)), info)
+    assert store.get_range("ckpt/latest.bin", 0, 1 << 20) == data
+    assert meta.getattr(new).etag != ""
+    assert [k for k in store.stored_keys() if k.startswith("ckpt/latest")] == ["ckpt/latest.bin"]
+    meta.close()
