@@ -92,6 +92,8 @@ def run_status(args: argparse.Namespace) -> int:
           f"{s['workers']} x {s['framework']} worker(s), attempt {job['attempt']}/"
           f"{s['retries'] + 1}")  # fmt: skip
     print(f"  queued {job['queued_seconds']:.1f} s, stalled on data {job['stall_seconds']:.1f} s")
+    for rank, indices in enumerate(job.get("devices") or []):
+        print(f"  worker {rank}: GPUs {','.join(str(i) for i in indices)}")
     for event in answer["events"]:
         when = time.strftime("%H:%M:%S", time.localtime(event["at"]))
         print(f"  {when} {event['message']}")
@@ -152,6 +154,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    _print_machine(report["machine"])
     for kind in ("groups", "users"):
         rows = [[kind[:-1].upper(), "GPUS req/alloc/quota", "CPUS req/alloc/quota",
                  "MEMORY req/alloc", "QUEUED s", "STALLED s"]]  # fmt: skip
@@ -172,6 +175,20 @@ def run_report(args: argparse.Namespace) -> int:
                      f"{j['queued_seconds']:.0f}", f"{j['stall_seconds']:.0f}"])  # fmt: skip
     _table(rows)
     return 0
+
+
+def _print_machine(machine: dict[str, Any]) -> None:
+    cap, used = machine["capacity"], machine["allocated"]
+
+    def share(r: str, fmt: Any = lambda v: f"{v:g}") -> str:
+        return f"{fmt(used[r])}/{'-' if cap[r] is None else fmt(cap[r])}"
+
+    print(f"machine: GPUs {share('gpus')}, CPUs {share('cpus')}, "
+          f"memory {share('memory', format_size)} allocated/capacity")  # fmt: skip
+    for job_id, workers in sorted(machine["devices"].items()):
+        shown = " | ".join(",".join(str(i) for i in w) for w in workers)
+        print(f"  {job_id}: GPUs {shown}")
+    print()
 
 
 def _rq(bucket: dict[str, Any], r: str) -> str:

@@ -5,11 +5,14 @@
       research: {quota: {gpus: 2, jobs: 2}}
     users:
       alice: {quota: {gpus: 4}}
+    machine: {gpus: 4, cpus: 32, memory: 256G}
 
 A quota left out (or a resource left out of one) is unlimited. A group with
 ``borrow: true`` may go past its own quota into the idle part of the other
 groups' quotas (what they have but do not use); without it, never. Without a
-config file there is one group, ``default``, without limits.
+config file there is one group, ``default``, without limits. ``machine`` is
+the capacity all jobs together may take; what it leaves out the scheduler finds
+on the machine (``cloudfs.jobs.machine``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import yaml
 
 from cloudfs.jobs import fields as f
 from cloudfs.jobs.fields import SpecError
+from cloudfs.jobs.machine import MACHINE_RESOURCES, Machine
 
 RESOURCES = ("gpus", "cpus", "memory", "jobs")
 
@@ -50,6 +54,7 @@ class Group:
 class SchedulerConfig:
     groups: dict[str, Group] = field(default_factory=lambda: {"default": Group()})
     users: dict[str, Quota] = field(default_factory=dict)
+    machine: Machine = field(default_factory=Machine)
 
 
 def load_file(path: Path) -> SchedulerConfig:
@@ -70,7 +75,7 @@ def load_file(path: Path) -> SchedulerConfig:
 
 def parse(raw: Any) -> SchedulerConfig:
     top = f.mapping(raw, "config")
-    f.no_unknown(top, {"groups", "users"}, "")
+    f.no_unknown(top, {"groups", "users", "machine"}, "")
     groups: dict[str, Group] = {}
     for name, value in f.mapping(top.get("groups"), "groups").items():
         path = f"groups.{name}"
@@ -86,7 +91,18 @@ def parse(raw: Any) -> SchedulerConfig:
         u = f.mapping(value, path)
         f.no_unknown(u, {"quota"}, path)
         users[str(name)] = _quota(u.get("quota"), f"{path}.quota")
-    return SchedulerConfig(groups or {"default": Group()}, users)
+    machine = _machine(top.get("machine"), "machine")
+    return SchedulerConfig(groups or {"default": Group()}, users, machine)
+
+
+def _machine(value: Any, path: str) -> Machine:
+    m = f.mapping(value, path)
+    f.no_unknown(m, set(MACHINE_RESOURCES), path)
+    return Machine(
+        gpus=None if m.get("gpus") is None else f.whole(m["gpus"], f"{path}.gpus"),
+        cpus=None if m.get("cpus") is None else f.number(m["cpus"], f"{path}.cpus"),
+        memory=None if m.get("memory") is None else f.size(m["memory"], f"{path}.memory"),
+    )
 
 
 def _quota(value: Any, path: str) -> Quota:

@@ -12,6 +12,12 @@ the queue. Running jobs are never preempted, so where groups borrow, a group
 whose idle quota was lent waits for it to come back: all jobs together never
 take more than the sum of the groups' quotas. A job asking more than a whole
 quota waits (for the config to change) without holding anyone back.
+
+The machine's capacity (``config.machine``) is one more limit on all jobs
+together: a job that fits its quotas but not what the machine has free waits
+("waiting for 2 GPUs on this machine (1 free)") and holds back its group's
+queue like a group quota; one asking more than the whole machine waits without
+holding anyone back.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cloudfs.jobs.config import RESOURCES, Quota, SchedulerConfig
+from cloudfs.jobs.machine import MACHINE_RESOURCES, Machine
 
 Usage = dict[str, float]
 
@@ -55,9 +62,11 @@ def order(jobs: Iterable[Demand]) -> list[Demand]:
 def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerConfig) -> Plan:
     by_group: dict[str, Usage] = defaultdict(_zero)
     by_user: dict[str, Usage] = defaultdict(_zero)
+    on_machine = _zero()
     for d in running:
         _add(by_group[d.group], d)
         _add(by_user[d.user], d)
+        _add(on_machine, d)
     start: list[str] = []
     waiting: dict[str, str] = {}
     blocked_groups: dict[str, str] = {}  # group -> the job holding its queue
@@ -74,6 +83,10 @@ def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerC
         if group is None:
             waiting[d.job_id] = f"unknown group {d.group!r} (not in the scheduler config)"
             blocked_groups[d.group] = d.job_id
+            continue
+        too_big = _short_of_machine(_zero(), d, config.machine)
+        if too_big:  # waits for a bigger machine (a config change), holding nobody back
+            waiting[d.job_id] = f"more than this machine has: {too_big}"
             continue
         never = "" if group.borrow else _short(_zero(), d, group.quota)
         if never:  # waits for a config change, holding nobody back
@@ -98,9 +111,15 @@ def plan(queued: Iterable[Demand], running: Iterable[Demand], config: SchedulerC
             waiting[d.job_id] = f"user {d.user} quota: {short}"
             blocked_users[(d.group, d.user)] = d.job_id
             continue
+        short = _short_of_machine(on_machine, d, config.machine)
+        if short:
+            waiting[d.job_id] = short
+            blocked_groups[d.group] = d.job_id
+            continue
         start.append(d.job_id)
         _add(by_group[d.group], d)
         _add(by_user[d.user], d)
+        _add(on_machine, d)
     return Plan(start, waiting)
 
 
@@ -119,6 +138,24 @@ def _short(used: Mapping[str, float], d: Demand, quota: Quota) -> str:
         limit = quota.limit(r)
         if limit is not None and used[r] + want > limit:
             return f"{r} {_fmt(used[r])} in use + {_fmt(want)} asked > {_fmt(limit)}"
+    return ""
+
+
+_NAMES = {"gpus": "GPUs", "cpus": "CPUs", "memory": "memory"}
+
+
+def _short_of_machine(used: Mapping[str, float], d: Demand, machine: Machine) -> str:
+    """What ``d`` would exceed of the machine's capacity on top of ``used`` ("" if nothing):
+    with nothing used, what it asks past the whole machine."""
+    usage = d.usage()
+    for r in MACHINE_RESOURCES:
+        limit, want = machine.limit(r), usage[r]
+        if limit is None or used[r] + want <= limit:
+            continue
+        if not any(used.values()):
+            return f"{_fmt(want)} {_NAMES[r]} asked, the machine has {_fmt(limit)}"
+        free = max(0.0, limit - used[r])
+        return f"waiting for {_fmt(want)} {_NAMES[r]} on this machine ({_fmt(free)} free)"
     return ""
 
 

@@ -38,6 +38,9 @@ class JobRecord:
     warmup: dict[str, float] = field(default_factory=dict)  # bytes, cached_bytes, target
     exits: list[list[int | None]] = field(default_factory=list)  # per attempt, per worker
     stall_seconds: float = 0.0  # time its ranks waited on data (the mounts' telemetry)
+    # The GPU indices of each worker of attempt ``devices_attempt``; emptied when it ends.
+    devices: list[list[int]] = field(default_factory=list)
+    devices_attempt: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -47,3 +50,7 @@ class JobRecord:
     @staticmethod
     def from_json(data: dict[str, Any]) -> JobRecord:
         return JobRecord(**{**data, "spec": JobSpec.from_json(data["spec"])})
+
+    def release_devices(self) -> None:
+        """The attempt ended (or never started): its GPUs are free again."""
+        self.devices, self.devices_attempt = [], 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from cloudfs.jobs import procs, runner
 from cloudfs.jobs.config import RESOURCES, SchedulerConfig
+from cloudfs.jobs.machine import MACHINE_RESOURCES
 from cloudfs.jobs.policy import Demand
 from cloudfs.jobs.record import ADMITTED, QUEUED, RETRYING, RUNNING, JobRecord
 
@@ -22,12 +23,19 @@ def demand(record: JobRecord) -> dict[str, float]:
 
 
 def build(records: list[JobRecord], config: SchedulerConfig, jobs_dir: Path) -> dict[str, Any]:
-    """``{"groups": {...}, "users": {...}, "jobs": [...]}``; a group's or user's
-    ``requested`` counts its queued and admitted jobs, ``allocated`` the admitted."""
+    """``{"groups": {...}, "users": {...}, "jobs": [...], "machine": {...}}``; a group's
+    or user's ``requested`` counts its queued and admitted jobs, ``allocated`` the
+    admitted; ``machine`` is the capacity, what admitted jobs hold of it, and the GPU
+    indices each started job holds."""
     now = time.time()
     groups: dict[str, dict[str, Any]] = defaultdict(_bucket)
     users: dict[str, dict[str, Any]] = defaultdict(_bucket)
     jobs = []
+    machine: dict[str, Any] = {
+        "capacity": config.machine.as_dict(),
+        "allocated": dict.fromkeys(MACHINE_RESOURCES, 0.0),
+        "devices": {},
+    }
     for r in records:
         want = demand(r)
         queued = r.queued_seconds + (now - r.queued_since if r.state == QUEUED else 0.0)
@@ -39,6 +47,11 @@ def build(records: list[JobRecord], config: SchedulerConfig, jobs_dir: Path) -> 
                 _add(bucket["requested"], want)
             if r.state in ADMITTED:
                 _add(bucket["allocated"], want)
+        if r.state in ADMITTED:
+            for k in MACHINE_RESOURCES:
+                machine["allocated"][k] += want[k]
+        if r.devices:
+            machine["devices"][r.id] = r.devices
         used: dict[str, float] = {}
         if r.state == RUNNING:
             directory = runner.attempt_dir(jobs_dir, r.id, r.attempt)
@@ -48,13 +61,13 @@ def build(records: list[JobRecord], config: SchedulerConfig, jobs_dir: Path) -> 
         jobs.append({
             "id": r.id, "group": r.spec.group, "user": r.spec.user, "state": r.state,
             "requested": want, "used": used, "queued_seconds": round(queued, 1),
-            "stall_seconds": round(r.stall_seconds, 1),
+            "stall_seconds": round(r.stall_seconds, 1), "devices": r.devices,
         })  # fmt: skip
     for name, group in config.groups.items():
         groups[name]["quota"] = {k: group.quota.limit(k) for k in RESOURCES}
     for name, quota in config.users.items():
         users[name]["quota"] = {k: quota.limit(k) for k in RESOURCES}
-    return {"groups": dict(groups), "users": dict(users), "jobs": jobs}
+    return {"groups": dict(groups), "users": dict(users), "jobs": jobs, "machine": machine}
 
 
 def _bucket() -> dict[str, Any]:

@@ -12,7 +12,10 @@ launched process (``worker-R.log``) and the shim's pid and exit files
 * ``horovod``: one ``horovodrun -np workers -H localhost:workers``.
 
 Every process also gets ``CLOUDFS_JOB`` (the job id: its ranks' telemetry on
-the mounts carries that name) and ``CLOUDFS_JOB_ATTEMPT``.
+the mounts carries that name) and ``CLOUDFS_JOB_ATTEMPT``, and its GPUs as
+``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES``: a ``command`` worker its
+own, a ``torchrun`` or ``horovod`` launcher all of the job's (its ranks pick
+theirs by ``LOCAL_RANK``); a job asking no GPUs gets ``CUDA_VISIBLE_DEVICES=""``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudfs.jobs import devices as devices_mod
 from cloudfs.jobs import procs
 from cloudfs.jobs.spec import JobSpec
 
@@ -47,8 +51,12 @@ def attempt_dir(jobs_dir: Path, job_id: str, attempt: int) -> Path:
 Popen = subprocess.Popen[bytes]
 
 
-def launch(spec: JobSpec, job_id: str, attempt: int, jobs_dir: Path) -> list[Popen]:
-    """Start the attempt's processes; their pid files appear in its directory."""
+def launch(
+    spec: JobSpec, job_id: str, attempt: int, jobs_dir: Path,
+    devices: devices_mod.Assignment | None = None,
+) -> list[Popen]:  # fmt: skip
+    """Start the attempt's processes; their pid files appear in its directory.
+    ``devices``: each worker's GPU indices (``devices.assign``)."""
     directory = attempt_dir(jobs_dir, job_id, attempt)
     directory.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -65,7 +73,13 @@ def launch(spec: JobSpec, job_id: str, attempt: int, jobs_dir: Path) -> list[Pop
     if spec.resources.gpus == 0:
         base["CUDA_VISIBLE_DEVICES"] = ""
     started = []
-    for rank, (command, extra) in enumerate(_commands(spec, port)):
+    commands = _commands(spec, port)
+    if devices:
+        every = [i for w in devices for i in w]  # one launcher for all ranks: all of them
+        per_process = devices if len(commands) == len(devices) else [every]
+        for (_, extra), indices in zip(commands, per_process, strict=True):
+            extra.update(devices_mod.env(indices))
+    for rank, (command, extra) in enumerate(commands):
         shim = [sys.executable, "-m", "cloudfs.jobs.shim", str(directory), str(rank), "--"]
         with open(directory / f"worker-{rank}.log", "ab") as log:
             started.append(

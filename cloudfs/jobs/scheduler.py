@@ -11,6 +11,10 @@ A scheduler stopped (or killed) leaves the workers running: each writes its
 own pid and exit files (``cloudfs.jobs.shim``), through which the next one
 re-adopts them. Only a job caught between ``starting`` and ``running`` is
 stopped and started again, as its processes may not all have started.
+
+GPU indices are handed out when an attempt starts (``devices.assign``, avoiding
+those every other started job's record holds) and given back when it ends, in
+whatever state; a re-adopted running job keeps its own.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cloudfs.errors import FsError, InvalidArgument, NotFound
 from cloudfs.jobs import config as config_mod
-from cloudfs.jobs import policy, readiness, report, runner, spec, telemetry
+from cloudfs.jobs import devices, machine, policy, readiness, report, runner, spec, telemetry
 from cloudfs.jobs.record import (
     ADMITTED,
     CANCELLED,
@@ -52,6 +57,7 @@ class Scheduler:
         self.store = JobStore(state_dir / "state")
         self._config_path = config_path
         self._config_mtime: float | None = None
+        self._found = machine.detect()  # what the config's machine leaves out
         self.config = self._load_config()
         self._grace = stop_grace
         self._lock = threading.RLock()
@@ -116,6 +122,7 @@ class Scheduler:
                 if record.state == STARTING:
                     runner.stop(self._dir(record), runner.processes(record.spec), None, self._grace)
                     record.state = WARMING
+                    record.release_devices()
                     self.store.put(record, "the scheduler stopped while starting it: started again")
                 elif record.state == RUNNING:
                     live = sum(w.running for w in self._poll(record))
@@ -167,11 +174,14 @@ class Scheduler:
             return
         if record.id not in self._ready:
             return
-        outcome = self._ready.pop(record.id)
+        outcome = self._ready[record.id]
+        if outcome is None and not self._launch(record):
+            return  # ready, its GPUs not free yet: tried again next tick
+        self._ready.pop(record.id, None)
         self._warmups.pop(record.id, None)
         if outcome is None:
-            self._launch(record)
-        elif isinstance(outcome, readiness.Cancelled):
+            return  # started (or its start failed, already recorded)
+        if isinstance(outcome, readiness.Cancelled):
             self._finish(record, CANCELLED, "cancelled while its data was being warmed")
         else:
             self._finish(record, FAILED, f"data not ready: {outcome}")
@@ -211,21 +221,38 @@ class Scheduler:
 
     # Workers --------------------------------------------------------------------------
 
-    def _launch(self, record: JobRecord) -> None:
-        record.state = STARTING
-        record.attempt += 1
-        self.store.put(record, f"starting attempt {record.attempt}")
+    def _launch(self, record: JobRecord) -> bool:
+        """Start the next attempt; False if its GPUs are not free (the machine's
+        capacity shrank under admitted jobs): it stays warming, ready."""
+        job = record.spec
+        taken = [i for r in self.store.all() if r.id != record.id for w in r.devices for i in w]
         try:
-            children = runner.launch(record.spec, record.id, record.attempt, self.jobs_dir)
+            total = self.config.machine.gpus
+            assigned = devices.assign(job.workers, job.resources.gpus, taken, total)
+        except LookupError as e:
+            reason = f"waiting for its GPUs: {e}"
+            if record.reason != reason:
+                record.reason = reason
+                self.store.put(record, reason)
+            return False
+        record.state, record.reason = STARTING, ""
+        record.attempt += 1
+        record.devices, record.devices_attempt = assigned, record.attempt
+        shown = " | ".join(devices.visible(w) for w in assigned)
+        self.store.put(record, f"starting attempt {record.attempt}"
+                       + (f" on GPUs {shown}" if assigned else ""))  # fmt: skip
+        try:
+            children = runner.launch(job, record.id, record.attempt, self.jobs_dir, assigned)
         except OSError as e:
             self._stop(record)  # those that did start
             self._failed_attempt(record, [], f"cannot start its workers: {e.strerror}")
-            return
+            return True
         self._children[record.id] = children
         now = time.time()
         record.state, record.attempt_started_at = RUNNING, now
         record.started_at = record.started_at or now
         self.store.put(record, f"attempt {record.attempt} running ({len(children)} processes)")
+        return True
 
     def _dir(self, record: JobRecord) -> Path:
         return runner.attempt_dir(self.jobs_dir, record.id, record.attempt)
@@ -268,6 +295,7 @@ class Scheduler:
 
     def _failed_attempt(self, record: JobRecord, exits: list[int | None], reason: str) -> None:
         record.exits.append(exits)
+        record.release_devices()
         if record.attempt <= record.spec.retries:
             delay = record.spec.retry_backoff * 2 ** (record.attempt - 1)
             record.state, record.next_try_at = RETRYING, time.time() + delay
@@ -285,6 +313,7 @@ class Scheduler:
         if record.state == QUEUED:
             record.queued_seconds += max(0.0, time.time() - record.queued_since)
         record.state, record.reason, record.finished_at = state, reason, time.time()
+        record.release_devices()
         self.store.put(record, f"{state}: {reason}")
         self._cancel.pop(record.id, None)
         self._stall_at.pop(record.id, None)
@@ -311,7 +340,8 @@ class Scheduler:
             self._config_mtime = self._config_path.stat().st_mtime
         except OSError:
             self._config_mtime = None
-        return config_mod.load_file(self._config_path)
+        loaded = config_mod.load_file(self._config_path)
+        return replace(loaded, machine=machine.fill(loaded.machine, self._found))
 
     def _reload_config(self) -> None:
         try:
@@ -333,6 +363,7 @@ class Scheduler:
             "groups": {n: {"quota": _quota(g.quota), "borrow": g.borrow}
                        for n, g in self.config.groups.items()},
             "users": {n: _quota(q) for n, q in self.config.users.items()},
+            "machine": self.config.machine.as_dict(),
         }  # fmt: skip
 
 

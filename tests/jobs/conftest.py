@@ -3,6 +3,9 @@
 Every job a test submits carries a unique marker in its environment; after
 the test the fixture cancels whatever still runs and asserts that no process
 with the marker is left (no orphan workers).
+
+A config without ``machine`` gets a large one (``BIG_MACHINE``): this machine
+has no GPUs and few cores, and the tests about quotas are not about it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import yaml
 
 from cloudfs.errors import FsError, StartupError
 from cloudfs.jobs.client import request
+
+BIG_MACHINE = {"gpus": 16, "cpus": 256, "memory": "4T"}
 
 
 def marked_pids(marker: str) -> list[int]:
@@ -128,6 +133,7 @@ def sched_factory(tmp_path: Path) -> Iterator[Any]:
 
 def _make(path: Path, config: dict[str, Any]) -> Sched:
     path.mkdir(parents=True, exist_ok=True)
+    config = {"machine": BIG_MACHINE, **config}
     (path / "scheduler.yaml").write_text(yaml.safe_dump(config))
     s = Sched(path / "state", path / "scheduler.yaml")
     s.state.mkdir()

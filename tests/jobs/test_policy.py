@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudfs.jobs.config import Group, Quota, SchedulerConfig
+from cloudfs.jobs.machine import Machine
 from cloudfs.jobs.policy import Demand, order, plan
 
 
@@ -124,3 +125,69 @@ def test_a_lender_waits_for_what_it_lent() -> None:
     assert p.waiting == {
         "j2": "group b quota: gpus lent to other groups (3 of all groups' 5 in use)"
     }
+
+
+def on(machine: Machine, groups: dict[str, Group] | None = None) -> SchedulerConfig:
+    return SchedulerConfig(groups or {"g": Group()}, {}, machine)
+
+
+def test_a_job_waits_for_gpus_free_on_the_machine() -> None:
+    cfg = on(Machine(gpus=4))
+    p = plan([job(1, gpus=2), job(2, gpus=2)], [job(9, gpus=3)], cfg)
+    assert p.start == []
+    assert p.waiting == {
+        "j1": "waiting for 2 GPUs on this machine (1 free)",
+        "j2": "behind job j1 in group g's queue",  # no small job overtakes it
+    }
+    assert plan([job(1, gpus=1)], [job(9, gpus=3)], cfg).start == ["j1"]
+
+
+def test_cpus_and_memory_of_the_machine_are_limits_too() -> None:
+    cfg = on(Machine(cpus=2, memory=8 << 30))
+    big = Demand("j1", "g", "u", 0, 1, 0, 1.0, 6 << 30)
+    assert plan([big], [Demand("j9", "g", "u", 0, 0, 0, 1.0, 4 << 30)], cfg).waiting == {
+        "j1": "waiting for 6.0G memory on this machine (4.0G free)"
+    }
+    assert plan([job(1, gpus=0)], [job(8, gpus=0), job(9, gpus=0)], cfg).waiting == {
+        "j1": "waiting for 1 CPUs on this machine (0 free)"
+    }
+
+
+def test_a_job_larger_than_the_machine_waits_without_blocking_anyone() -> None:
+    cfg = on(Machine(gpus=4))
+    p = plan([job(1, gpus=8), job(2, gpus=1)], [job(9, gpus=2)], cfg)
+    assert p.start == ["j2"]
+    assert p.waiting == {"j1": "more than this machine has: 8 GPUs asked, the machine has 4"}
+
+
+def test_a_job_asking_no_gpus_runs_on_a_machine_without_any() -> None:
+    cfg = on(Machine(gpus=0, cpus=2))
+    p = plan([job(1, gpus=0), job(2, gpus=1)], [], cfg)
+    assert p.start == ["j1"]
+    assert p.waiting["j2"].startswith("more than this machine has: 1 GPUs asked")
+
+
+@settings(max_examples=200, deadline=None)
+@given(demands, demands, st.integers(0, 8), st.integers(0, 6), st.booleans())
+def test_never_more_than_the_machine_is_allocated(
+    queued: list[Demand], running: list[Demand], gpus: int, qa: int, borrow: bool
+) -> None:
+    running = [d for d in running if d.job_id not in {q.job_id for q in queued}]
+    cfg = on(Machine(gpus=gpus, cpus=6), {"a": Group(Quota(gpus=qa), borrow), "b": Group()})
+    by_id = {d.job_id: d for d in queued}
+    p = plan(queued, running, cfg)
+    started = [by_id[j] for j in p.start]
+    held = sum(d.gpus for d in running)
+    # what was already over the machine (a config shrunk) only blocks; nothing is added
+    assert sum(d.gpus for d in started) <= max(0, gpus - held)
+    assert sum(d.cpus for d in started) <= max(0.0, 6 - sum(d.cpus for d in running))
+    for d in queued:
+        why = p.waiting.get(d.job_id, "behind job")
+        if d.gpus > gpus and not why.startswith("behind job"):
+            assert why.startswith("more than this machine has")
+    # a job larger than the machine holds back nobody
+    ranked = order(queued)
+    for i, d in enumerate(ranked):
+        if p.waiting.get(d.job_id, "").startswith("more than this machine has"):
+            assert not any(p.waiting.get(x.job_id, "").endswith(f"behind job {d.job_id}")
+                           for x in ranked[i + 1 :])  # fmt: skip

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from cloudfs.jobs import config, spec
 from cloudfs.jobs.fields import SpecError
+from cloudfs.jobs.machine import Machine, count_gpus, detect, fill
 
 GOOD = """
 name: resnet
@@ -91,3 +95,34 @@ def test_config_parses_and_names_bad_fields() -> None:
         config.parse({"groups": {"g": {"quota": {"gpus": -2}}}})
     with pytest.raises(SpecError, match=r"^groups\.g\.borrow: must be true or false"):
         config.parse({"groups": {"g": {"borrow": "yes"}}})
+
+
+def test_machine_capacity_parses_and_what_it_leaves_out_is_found() -> None:
+    c = config.parse({"machine": {"gpus": 4, "memory": "64G"}})
+    assert c.machine == Machine(gpus=4, memory=64 << 30)
+    assert config.parse(None).machine == Machine()  # nothing declared: no limit yet
+    found = Machine(gpus=8, cpus=32.0, memory=1 << 40)
+    assert fill(c.machine, found) == Machine(gpus=4, cpus=32.0, memory=64 << 30)
+    with pytest.raises(SpecError, match=r"^machine\.gpus: must be a whole number"):
+        config.parse({"machine": {"gpus": 1.5}})
+    with pytest.raises(SpecError, match=r"^machine\.memory: must be a size"):
+        config.parse({"machine": {"memory": "lots"}})
+    with pytest.raises(SpecError, match=r"^machine\.tpus: unknown field"):
+        config.parse({"machine": {"tpus": 1}})
+    here = detect()
+    assert here.cpus == os.cpu_count() and (here.memory or 0) > 0 and (here.gpus or 0) >= 0
+
+
+def test_gpus_are_counted_from_device_files_without_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no nvidia-smi
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert count_gpus(dev=tmp_path) == 2
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho 'GPU 0: H100 (UUID: a)'\necho 'GPU 1: H100 (UUID: b)'\n"
+                   "echo 'GPU 2: H100 (UUID: c)'\n")  # fmt: skip
+    smi.chmod(0o755)
+    assert count_gpus(dev=tmp_path) == 3
