@@ -158,5 +158,7 @@ class Committer:
         if key is None:
             await trio.to_thread.run_sync(self._store.delete, info.key)
             return replace(info, key="")
-        moved: ObjectInfo = await trio.to_thread.run_sync(self._store.rename, info.key, key)
+        moved: ObjectInfo = await trio.to_thread.run_sync(
+            self._store.rename, info.key, key, info.etag
+        )  # only the bytes put: another file may have been put under that name since
         return moved

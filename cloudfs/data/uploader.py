@@ -241,8 +241,8 @@ class Uploader:
             if now_key is None:
                 await trio.to_thread.run_sync(self._store.delete, key, limiter=self._limiter)
                 return True
-            info = await trio.to_thread.run_sync(
-                self._store.rename, key, now_key, limiter=self._limiter
+            info = await trio.to_thread.run_sync(  # only the bytes put (see ObjectStore.rename)
+                self._store.rename, key, now_key, info.etag, limiter=self._limiter
             )
         if self._superseded(entry):
             return True  # newer bytes are owed: they will be committed instead

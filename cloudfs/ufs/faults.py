@@ -194,8 +194,8 @@ class FaultyObjectStore:
     def remove_dir(self, key: str) -> None:
         self._call("remove_dir", lambda: self._inner.remove_dir(key))
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
-        return self._call("rename", lambda: self._inner.rename(src, dst))
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
+        return self._call("rename", lambda: self._inner.rename(src, dst, etag))
 
     def rename_dir(self, src: str, dst: str) -> None:
         self._call("rename_dir", lambda: self._inner.rename_dir(src, dst))

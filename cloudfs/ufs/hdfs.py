@@ -504,8 +504,10 @@ class ArrowObjectStore:
         except NotFound:
             return
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
         src_path, dst_path = self._path(src), self._path(dst)
+        if etag is not None:
+            check_version(src, self.head(src).etag, etag)
         if self._stat(src, src_path).type != pafs.FileType.File:
             raise NotFound(f"'{src}': not an object")
         # HDFS moves a file *into* a directory named by the destination.

@@ -119,8 +119,13 @@ class ObjectStore(Protocol):
         """Remove the (empty) directory ``key`` and its marker. Idempotent."""
         ...
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
-        """Move one object, replacing ``dst`` (S3: copy then delete)."""
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
+        """Move one object, replacing ``dst`` (S3: copy then delete).
+
+        With ``etag``, only that version: ``ObjectChanged`` (ESTALE) and nothing
+        moved if ``src`` now holds other bytes (an uploader moving what it put,
+        when another file has since been put under the same name).
+        """
         ...
 
     def rename_dir(self, src: str, dst: str) -> None:

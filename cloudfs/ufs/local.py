@@ -300,8 +300,10 @@ class LocalObjectStore:
         except OSError as err:
             raise translate_os_error(err, key) from err
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
         src_path, dst_path = self._path(src), self._path(dst)
+        if etag is not None:
+            check_version(src, self.head(src).etag, etag)
         with _os_errors(src):
             if not stat.S_ISREG(os.stat(src_path).st_mode):
                 raise NotFound(f"'{src}': not an object")

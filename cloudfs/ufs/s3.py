@@ -412,13 +412,22 @@ class S3ObjectStore:
         with translating(key):
             self._client.delete_object(Bucket=self._bucket, Key=self._dir_prefix(key))
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
-        """Managed copy (multipart copy above the threshold, so > 5 GiB works), then delete."""
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
+        """Managed copy (multipart copy above the threshold, so > 5 GiB works), then delete;
+        with ``etag``, the copy is conditional (``CopySourceIfMatch``: 412 is
+        ``ObjectChanged``)."""
         if src == dst:
             return self.head(src)
         source = {"Bucket": self._bucket, "Key": self._full(src)}
+        extra = {"CopySourceIfMatch": f'"{etag}"'} if etag else None
         with translating(src):
-            self._client.copy(source, self._bucket, self._full(dst), Config=self._transfer)  # type: ignore[arg-type]
+            self._client.copy(
+                source,  # type: ignore[arg-type]
+                self._bucket,
+                self._full(dst),
+                ExtraArgs=extra,
+                Config=self._transfer,
+            )
         with translating(src):
             self._client.delete_object(Bucket=self._bucket, Key=self._full(src))
         return self.head(dst)

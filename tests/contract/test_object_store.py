@@ -323,6 +323,20 @@ def test_rename_replaces_destination(store: ObjectStore) -> None:
         store.rename("missing", "elsewhere")
 
 
+def test_rename_of_one_version_leaves_other_bytes_alone(store: ObjectStore) -> None:
+    """An uploader moves what it put; if another file was put under that name since,
+    nothing moves (ObjectChanged) and the other file's bytes stay where they are."""
+    mine = store.put_bytes("ckpt/latest.tmp", b"mine")
+    theirs = store.put_bytes("ckpt/latest.tmp", b"theirs, put after")
+    with pytest.raises(ObjectChanged):
+        store.rename("ckpt/latest.tmp", "ckpt/latest.bin", mine.etag)
+    assert store.get_range("ckpt/latest.tmp", 0, 100) == b"theirs, put after"
+    with pytest.raises(NotFound):
+        store.head("ckpt/latest.bin")
+    moved = store.rename("ckpt/latest.tmp", "ckpt/latest.bin", theirs.etag)
+    assert store.get_range(moved.key, 0, 100) == b"theirs, put after"
+
+
 def test_rename_dir_moves_nested_contents(store: ObjectStore) -> None:
     store.put_bytes("a/x", b"x")
     store.put_bytes("a/b/y", b"yy")

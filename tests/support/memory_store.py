@@ -143,10 +143,10 @@ class MemoryObjectStore:
         with self._lock:
             self._objects.pop(f"{key}/", None)
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
         self._enter("rename")
         with self._lock:
-            self._info(src)
+            check_version(src, self._info(src).etag, etag)
             validate_s3_key(dst)
             self._objects[dst] = self._objects.pop(src)
             return self._info(dst)

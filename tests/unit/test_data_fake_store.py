@@ -114,7 +114,7 @@ class FakeStore:
     def remove_dir(self, key: str) -> None:
         raise NotImplementedError
 
-    def rename(self, src: str, dst: str) -> ObjectInfo:
+    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
         raise NotImplementedError
 
     def rename_dir(self, src: str, dst: str) -> None:
