@@ -39,7 +39,7 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES, make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
-from cloudfs.cli import checks, tls_flags
+from cloudfs.cli import checks, server_logs, tls_flags
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.cli.sizes import parse_seconds, parse_size
@@ -122,10 +122,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from cloudfs.peers.server import CacheServer  # after the flags are checked
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")
     token = read_token(args.token_file)
     if token is None and not (args.no_token and is_loopback(args.listen)):

@@ -24,7 +24,7 @@ import tempfile
 import threading
 from typing import Any
 
-from cloudfs.cli import tls_flags
+from cloudfs.cli import server_logs, tls_flags
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import FsError, StartupError, UsageError
@@ -77,10 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.gateway.volumes import Buckets
     from cloudfs.metrics import GatewayMetrics, Metrics
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")
     if not args.threads.isdigit() or int(args.threads) < 1:
         raise UsageError(f"--threads wants a positive number, not {args.threads!r}")

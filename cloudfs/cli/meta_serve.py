@@ -20,7 +20,7 @@ import signal
 import threading
 from typing import Any
 
-from cloudfs.cli import tls_flags
+from cloudfs.cli import server_logs, tls_flags
 from cloudfs.config import S3Config
 from cloudfs.errors import StartupError, UsageError
 from cloudfs.meta.server.kv import KVEngine
@@ -87,10 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.meta.service.server import TreeServer
     from cloudfs.meta.service.volumes import Volumes
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    server_logs.configure(args.debug)
     token = read_token(args.token_file)
     if token is None and not (args.no_token and is_loopback(args.listen)):
         raise UsageError(

@@ -21,6 +21,7 @@ import signal
 import threading
 from typing import Any
 
+from cloudfs.cli import server_logs
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.cli.tls_flags import add_client_flags, client_tls
 from cloudfs.errors import StartupError
@@ -67,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.meta.cache_report import CacheReportClient
     from cloudfs.meta.remote import VolumeClient
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    server_logs.configure(args.debug)
     if not args.tree:
         raise StartupError("--tree grpc://HOST:PORT (or $CLOUDFS_META_SERVER) is required")
     if not 0.0 < args.ready_fraction <= 1.0:

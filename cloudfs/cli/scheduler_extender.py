@@ -19,6 +19,7 @@ import logging
 import os
 from typing import Any
 
+from cloudfs.cli import server_logs
 from cloudfs.cli.endpoints import parse_host_port
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.cli.tls_flags import add_client_flags, client_tls
@@ -65,10 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.k8s.server import ExtenderServer
     from cloudfs.meta.cache_report import CacheReportClient
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")
     if not args.tree:
         raise StartupError("--tree grpc://HOST:PORT (or $CLOUDFS_META_SERVER) is required")
