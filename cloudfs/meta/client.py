@@ -416,7 +416,12 @@ class GrpcMeta:
         self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
     ) -> Attr:
         request = pb.CommitUploadRequest(
-            volume=self._volume, inode=inode, size=size, mtime_ns=mtime_ns, etag=etag, key=key or ""
+            volume=self._volume,
+            inode=inode,
+            size=size,
+            mtime_ns=mtime_ns,
+            etag=etag,
+            key=(key or "").encode("utf-8", "surrogateescape"),
         )
         return self._attr("CommitUpload", request)
 

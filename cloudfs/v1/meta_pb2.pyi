@@ -251,8 +251,8 @@ class CommitUploadRequest(_message.Message):
     size: int
     mtime_ns: int
     etag: str
-    key: str
-    def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., etag: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    key: bytes
+    def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., mtime_ns: _Optional[int] = ..., etag: _Optional[str] = ..., key: _Optional[bytes] = ...) -> None: ...
 
 class CommitPendingRequest(_message.Message):
     __slots__ = ("volume", "inode", "size", "mtime_ns")

@@ -145,7 +145,10 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
     ),
     "CommitUpload": (
         pb.CommitUploadRequest,
-        lambda m, r: m.commit_upload(InodeId(r.inode), r.size, r.mtime_ns, r.etag, r.key or None),
+        lambda m, r: m.commit_upload(
+            InodeId(r.inode), r.size, r.mtime_ns, r.etag,
+            r.key.decode("utf-8", "surrogateescape") or None,
+        ),
         _attr,
     ),
     "CommitPending": (
