@@ -235,6 +235,7 @@ class GrpcMeta:
         self._channel = open_channel(address, tls)
         self._tls = tls is not None
         self._reconnect = reconnect
+        self._down = threading.Event()  # a call found the server gone and not back in time
         self._stub: Any = rpc.MetaServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._volume = volume
         self.session = uuid.uuid4().hex  # the server sends this mount's own changes to nobody
@@ -269,6 +270,7 @@ class GrpcMeta:
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
         timeout = self._listing_timeout if lists else self._timeout
         started = time.monotonic()
+        self._await_up(name)
         busy = iter(BUSY_PAUSES)
         while True:
             try:
@@ -283,6 +285,18 @@ class GrpcMeta:
                 if not self._may_retry(exc, started, busy):
                     raise rpc_error(exc, name, timeout, tls=self._tls) from None
 
+    def _await_up(self, name: str) -> None:
+        """After the server was found gone, wait up to ``reconnect`` seconds for the
+        connection before sending: sent at once, a call would spend its deadline in
+        gRPC's retries while the channel reconnects, and fail though the server is back."""
+        if not self._down.is_set():
+            return
+        if not await_connected(self._channel, self._reconnect):
+            raise RemoteIOError(
+                f"{name}: the tree service is unreachable (not back within {self._reconnect:g} s)"
+            )
+        self._down.clear()
+
     def _may_retry(self, exc: grpc.RpcError, started: float, busy: Iterator[float]) -> bool:
         """Whether to send a call that failed unrun again, after waiting here.
 
@@ -290,6 +304,7 @@ class GrpcMeta:
         Unreachable with the channel down (the server restarting: a pod rescheduled,
         an upgrade): once it connects again, within ``reconnect`` seconds of the
         first try, so a restart is a pause to the mount's callers rather than EIO.
+        Not back in time: the next call first waits for the connection (``_await_up``).
         """
         if refused_busy(exc):
             pause = next(busy, None)
@@ -301,7 +316,10 @@ class GrpcMeta:
         if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and await_connected(self._channel, 0.05):
             return False  # connected: the server is slow, not gone
         left = self._reconnect - (time.monotonic() - started)
-        return left > 0 and await_connected(self._channel, left)
+        if left > 0 and await_connected(self._channel, left):
+            return True
+        self._down.set()
+        return False
 
     def _attr(self, name: str, request: Any, *, lists: bool = False) -> Attr:
         return cv.attr_from_pb(self._call(name, request, lists=lists).attr)
