@@ -20,6 +20,11 @@ retried after an exponential back-off with jitter, without limit: nothing is
 dropped. An entry older than ``deadline`` seconds is reported loudly on every
 failed attempt and counted in ``cloudfs_writeback_overdue_files``.
 
+A rename or unlink in the mount holds the uploads of the files it names
+(``held``): it waits for their puts in flight to finish and starts none until it
+is done, so a put never lands under a name its file no longer has while another
+file (the next ``latest.tmp``) was put and committed there.
+
 ``drain()`` waits until nothing is owed. ``backlog()`` and the
 ``cloudfs_writeback_*`` metrics describe what is owed. Runs in the trio
 thread; blocking work (store, journal) goes to worker threads.
@@ -31,6 +36,9 @@ import logging
 import math
 import random
 import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -105,6 +113,8 @@ class Uploader:
         self._wake = trio.Event()
         self._changed = trio.Event()
         self._slots = trio.Semaphore(max(1, policy.concurrency))
+        self._in_flight: Counter[int] = Counter()  # inode -> its upload tasks running
+        self._held: Counter[int] = Counter()  # inode -> renames/unlinks holding its uploads
         metrics.writeback_files.set_function(lambda: len(self._owed))
         metrics.writeback_bytes.set_function(lambda: sum(o.entry.size for o in self._owed.values()))
         metrics.writeback_oldest_age.set_function(lambda: self.backlog().oldest_age)
@@ -176,6 +186,24 @@ class Uploader:
         while self._owed:
             await self._changed.wait()
 
+    @asynccontextmanager
+    async def held(self, inodes: Iterable[int]) -> AsyncIterator[None]:
+        """Within: no upload of ``inodes`` runs (those in flight finished first).
+
+        A rename or unlink changes these files' keys; a put that read the old key
+        before and landed after would overwrite whatever file holds that name then.
+        """
+        held = set(inodes)
+        self._held.update(held)
+        try:
+            while any(self._in_flight[inode] for inode in held):
+                await self._changed.wait()
+            yield
+        finally:
+            self._held.subtract(held)
+            self._held += Counter()  # drop the zeros
+            self._poke()
+
     # -- the work -------------------------------------------------------------
 
     async def run(self) -> None:
@@ -183,15 +211,25 @@ class Uploader:
         async with trio.open_nursery() as nursery:
             while True:
                 now = trio.current_time()
-                due = [o for o in self._owed.values() if not o.uploading and o.due <= now]
+                due = [
+                    o
+                    for o in self._owed.values()
+                    if not o.uploading and o.due <= now and not self._held[o.entry.inode]
+                ]
                 for owed in sorted(due, key=lambda o: o.due):
                     await self._slots.acquire()
-                    if self._owed.get(owed.entry.inode) is not owed or owed.uploading:
+                    inode = owed.entry.inode
+                    if self._owed.get(inode) is not owed or owed.uploading or self._held[inode]:
                         self._slots.release()
                         continue
                     owed.uploading = True
+                    self._in_flight[inode] += 1
                     nursery.start_soon(self._upload, owed)
-                waiting = [o.due for o in self._owed.values() if not o.uploading]
+                waiting = [
+                    o.due
+                    for o in self._owed.values()
+                    if not o.uploading and not self._held[o.entry.inode]
+                ]
                 self._wake = trio.Event()
                 with trio.move_on_at(min(waiting, default=math.inf)):
                     await self._wake.wait()
@@ -209,6 +247,9 @@ class Uploader:
             self._failed(owed, None)
         finally:
             owed.uploading = False
+            self._in_flight[entry.inode] -= 1
+            if not self._in_flight[entry.inode]:
+                del self._in_flight[entry.inode]
             self._slots.release()
         if done or owed.superseded_by is not None:
             if self._owed.get(entry.inode) is owed:

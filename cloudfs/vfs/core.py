@@ -233,7 +233,8 @@ class Vfs:
         self._check_writable()
         attr = await self._meta(self.meta.lookup, parent, name)
         await self.files.before_unlink(attr)
-        after = await self._meta(self.meta.unlink, parent, name)
+        async with self.files.uploads_held([attr.inode]):
+            after = await self._meta(self.meta.unlink, parent, name)
         self.files.after_unlink(after)
 
     async def rename(
@@ -242,19 +243,43 @@ class Vfs:
         self._check_writable()
         victim: Attr | None = None
         if not flags & RENAME_EXCHANGE:
-            try:
-                victim = await self._meta(self.meta.lookup, new_parent, new_name)
-            except NotFound:
-                victim = None
+            victim = await self._lookup_or_none(new_parent, new_name)
             if victim is not None and not victim.is_dir:
                 await self.files.before_unlink(victim)
-        await self._meta(self.meta.rename, parent, name, new_parent, new_name, flags)
+        renamed = await self._renamed_files(parent, name, new_parent, new_name, victim, flags)
+        async with self.files.uploads_held(renamed):
+            await self._meta(self.meta.rename, parent, name, new_parent, new_name, flags)
         self.files.namespace_changed()
         if victim is not None and not victim.is_dir:
             try:
                 self.files.after_unlink(await self._read(self.meta.getattr, victim.inode))
             except NotFound:
                 self.files.after_unlink(replace(victim, nlink=0))
+
+    async def _lookup_or_none(self, parent: InodeId, name: bytes) -> Attr | None:
+        try:
+            attr: Attr = await self._meta(self.meta.lookup, parent, name)
+        except NotFound:
+            return None
+        return attr
+
+    async def _renamed_files(
+        self,
+        parent: InodeId,
+        name: bytes,
+        new_parent: InodeId,
+        new_name: bytes,
+        victim: Attr | None,
+        flags: int,
+    ) -> list[InodeId]:
+        """The files whose keys a rename changes (the moved, the replaced or exchanged),
+        looked up only where write-back uploads of them may be owed."""
+        if self.files.committer.uploader is None:
+            return []
+        found = [await self._lookup_or_none(parent, name), victim]
+        if flags & RENAME_EXCHANGE:
+            found.append(await self._lookup_or_none(new_parent, new_name))
+        return [attr.inode for attr in found if attr is not None and attr.is_reg]
 
     # -- xattrs ----------------------------------------------------------------
 

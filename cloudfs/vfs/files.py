@@ -24,7 +24,8 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar
 
@@ -254,6 +255,13 @@ class FileIO:
         oi = self._open.get(inode)
         if oi is not None and oi.staged is not None and oi.staged.dirty:
             oi.mtime_ns = mtime_ns
+
+    def uploads_held(self, inodes: Iterable[InodeId]) -> AbstractAsyncContextManager[None]:
+        """Within: no write-back upload of ``inodes`` runs (a rename or unlink of them)."""
+        uploader = self.committer.uploader
+        if uploader is None:
+            return nullcontext()
+        return uploader.held(inodes)
 
     async def before_unlink(self, attr: Attr) -> None:
         """Keep an open file readable after its last name (and object) goes away."""

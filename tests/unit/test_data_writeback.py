@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -331,3 +332,53 @@ def test_a_recovered_entry_the_tree_lost_is_uploaded_under_its_old_name(tmp_path
 
     run(main)
     assert w.inner.data("ckpt/last.pt") == b"data" and entry.key == "ckpt/last.pt"
+
+
+def test_a_rename_waits_for_the_files_put_in_flight_and_starts_none_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The soak's third race: a put that read ``latest.tmp`` before the trainer renamed
+    the file landed after the next checkpoint was put and committed as ``latest.tmp``,
+    overwriting it. A rename holds its files' uploads: the put in flight ends first,
+    and one due during the rename starts after it, under the new name."""
+    events: list[str] = []
+    gate, entered = threading.Event(), threading.Event()
+
+    class Gated(MemoryObjectStore):
+        def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
+            events.append(f"put {key}")
+            entered.set()
+            gate.wait(10)
+            return super().put_file(key, path, resume)
+
+    w = World(tmp_path, UploadPolicy())
+    w.inner = Gated()
+    w.uploader = Uploader(
+        w.journal, w.inner, w.sink, w.metrics, UploadPolicy(), trio.CapacityLimiter(4)
+    )
+
+    renamed = trio.Event()
+
+    async def rename() -> None:
+        async with w.uploader.held([1]):
+            events.append("renamed")
+            w.sink.keys[1] = "latest.bin"
+            w.close_file(1, "latest.bin", b"rewritten")  # due now, held back until the end
+        renamed.set()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(w.uploader.run)
+            w.close_file(1, "latest.tmp", b"first")
+            await trio.to_thread.run_sync(entered.wait, 10)
+            nursery.start_soon(rename)
+            await trio.sleep(5)
+            assert events == ["put latest.tmp"]  # the rename waits for the put in flight
+            gate.set()
+            await renamed.wait()
+            assert await drained(w.uploader, 10)
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert events == ["put latest.tmp", "renamed", "put latest.bin"]
+    assert w.inner.data("latest.bin") == b"rewritten"
