@@ -2,16 +2,25 @@
 against a fake Kubernetes API server on 127.0.0.1 (Kueue's objects as data, the PVC and
 PV of the job's CloudFS volume, two nodes) and a real tree service holding the volume
 and the cached bytes a mount reported for node-a. Half cached: the check stays Pending
-with its progress and a warm-up Job is created on node-a; fully cached: Ready."""
+with its progress and a warm-up Job is created on node-a; fully cached: Ready.
+
+The first test reports the cached bytes itself (``CacheReportClient``); the second has
+a real FUSE mount of the volume on the chosen node read the dataset, and its periodic
+cache report through the tree service turns the check Ready."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,7 +28,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cloudfs.meta.cache_report import CacheReportClient
+from cloudfs.meta.cache_report import INTERVAL_ENV, NODE_ENV, CacheReportClient
+from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
 from tests.support.tree_server import TreeServer
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -55,13 +65,35 @@ class _Api(BaseHTTPRequestHandler):
         pass
 
 
+Cluster = tuple[str, str, type[_Api]]  # the API server's URL, the volume, its handler
+
+
 @pytest.fixture()
-def cluster(tree_server: TreeServer) -> Iterator[tuple[str, str, type[_Api]]]:
-    data = tempfile.mkdtemp(prefix="cloudfs-ufs-")
-    uri = tree_server.new_volume(f"file://{data}")
-    volume = uri.rsplit("/", 1)[1]
-    workload = json.loads((Path(__file__).parent / "workloads" / "quota_reserved.json").read_text())
+def cluster(tree_server: TreeServer) -> Iterator[Cluster]:
+    data = Path(tempfile.mkdtemp(prefix="cloudfs-ufs-"))
+    try:
+        with _fake_cluster(tree_server.new_volume(f"file://{data}")) as served:
+            yield served
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _workload(volume: str, pods: int) -> dict[str, Any]:
+    """The recorded Workload, its dataset 8 MiB of ``volume``, quota for ``pods`` pods."""
+    path = Path(__file__).parent / "workloads" / "quota_reserved.json"
+    workload: dict[str, Any] = json.loads(path.read_text())
     workload["metadata"]["annotations"]["cloudfs.io/dataset-bytes"] = f"{volume}=8Mi"
+    workload["spec"]["podSets"][0]["count"] = pods
+    workload["status"]["admission"]["podSetAssignments"][0]["count"] = pods
+    return workload
+
+
+@contextmanager
+def _fake_cluster(uri: str, pods: int = 2) -> Iterator[Cluster]:
+    """A fake API server whose Workload (``pods`` pods) reads the tree-service volume
+    ``uri`` through a PVC, on two nodes of its flavor: node-b and node-a."""
+    volume = uri.rsplit("/", 1)[1]
+    workload = _workload(volume, pods)
     node = {"kind": "Node", "apiVersion": "v1", "spec": {}}
     handler = type("Api", (_Api,), {"writes": [], "objects": {
         f"{KUEUE}/admissionchecks": {"kind": "AdmissionCheckList", "items": [
@@ -145,3 +177,79 @@ def test_the_check_turns_ready_once_the_node_caches_the_dataset(
         assert entry["message"] == "ready: 94% of 8 MiB cached on 2 nodes"
     finally:
         reports.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.slow
+def test_the_check_turns_ready_once_a_real_mount_on_the_chosen_node_reads_the_dataset(
+    tree_server: TreeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing reported by hand: with nothing cached the check is Pending and warms node-a
+    (the node it picks for the one pod); a real FUSE mount of the volume with node-a's name
+    then reads the dataset, its periodic cache report reaches the tree service, and the
+    next pass turns the check Ready."""
+    if not os.path.exists("/dev/fuse") or os.geteuid() != 0:
+        pytest.skip("FUSE tests need /dev/fuse and root")
+    data = world_traversable_tmpdir("cloudfs-ufs-")
+    reports = CacheReportClient(tree_server.address)  # only asked, as the controller asks
+    try:
+        _write_dataset(data, shards=4, size=2 * MIB)  # the Workload declares 8Mi
+        uri = tree_server.new_volume(f"file://{data}")
+        with _fake_cluster(uri, pods=1) as (api, volume, handler):
+            assert reports.cached_bytes(volume) == {}
+            _pass(api, tree_server.address)
+            entry = _check_entry(handler)
+            assert entry["state"] == "Pending", entry
+            assert entry["message"] == "warming: 0% of 8 MiB cached on 1 node (ready at 80%)"
+            assert _warmup_nodes(handler) == ["node-a"]
+
+            handler.writes.clear()
+            monkeypatch.setenv(NODE_ENV, "node-a")  # the CSI node plugin sets it
+            monkeypatch.setenv(INTERVAL_ENV, "1")  # report every 1 s, not every 30 s
+            with mounted(Backing(uri=uri, local_dir=data)) as mount:
+                _read_dataset(mount.root, data)
+                _wait_for_report(reports, volume, "node-a", at_least=math.ceil(0.8 * 8 * MIB))
+                _pass(api, tree_server.address)  # while the mount's report is live
+            entry = _check_entry(handler)
+            assert entry["state"] == "Ready", entry
+            assert entry["message"] == "ready: 100% of 8 MiB cached on 1 node"
+    finally:
+        reports.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _write_dataset(root: Path, shards: int, size: int) -> None:
+    for i in range(shards):
+        path = root / "train" / f"shard-{i}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(os.urandom(size))
+
+
+def _read_dataset(mounted_root: Path, source: Path) -> None:
+    """Read every shard through the mount (what the warm-up Job or the job would do)."""
+    for shard in sorted((mounted_root / "train").iterdir()):
+        assert shard.read_bytes() == (source / "train" / shard.name).read_bytes()
+
+
+def _wait_for_report(
+    reports: CacheReportClient, volume: str, node: str, at_least: int, timeout: float = 30.0
+) -> None:
+    """Poll the tree service until ``node`` has reported ``at_least`` bytes of ``volume``."""
+    deadline = time.monotonic() + timeout
+    while (cached := reports.cached_bytes(volume).get(node, 0)) < at_least:
+        assert time.monotonic() < deadline, f"{node} reported {cached} bytes after {timeout} s"
+        time.sleep(0.5)
+
+
+def _check_entry(handler: type[_Api]) -> dict[str, Any]:
+    """Our entry in the one status patch of the Workload since ``handler.writes`` was cleared."""
+    ((_, _, body),) = _status_writes(handler, "workloads")
+    (entry,) = body["status"]["admissionChecks"]
+    assert entry["name"] == CHECK
+    return dict(entry)
+
+
+def _warmup_nodes(handler: type[_Api]) -> list[str]:
+    """The nodes of the warm-up Jobs created since ``handler.writes`` was cleared."""
+    jobs = [body for method, _, _, body in handler.writes if method == "POST"]
+    return sorted(job["spec"]["template"]["spec"]["nodeName"] for job in jobs)
