@@ -9,7 +9,10 @@ launched process (``worker-R.log``) and the shim's pid and exit files
   ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set.
 * ``torchrun``: one ``torch.distributed.run`` with ``--nproc-per-node=workers``
   (it sets ``RANK`` etc. for each of its processes itself).
-* ``horovod``: one ``horovodrun -np workers -H localhost:workers``.
+* ``horovod``: one ``horovodrun -np workers -H localhost:workers``, run as
+  ``python -m horovod.runner.launch`` with the scheduler's interpreter (like
+  ``torchrun``): the ``horovodrun`` script is not on ``PATH`` where that
+  interpreter's ``bin`` is not (a virtualenv not activated, a service unit).
 
 Every process also gets ``CLOUDFS_JOB`` (the job id: its ranks' telemetry on
 the mounts carries that name) and ``CLOUDFS_JOB_ATTEMPT``, and its GPUs as
@@ -106,7 +109,8 @@ def _commands(spec: JobSpec, port: int) -> list[tuple[list[str], dict[str, str]]
             return [([*run, *command[1:]], {})]
         return [([*run, "--no-python", *command], {})]
     if spec.framework == "horovod":
-        return [(["horovodrun", "-np", str(n), "-H", f"localhost:{n}", *command], {})]
+        run = [sys.executable, "-m", "horovod.runner.launch"]  # what horovodrun runs
+        return [([*run, "-np", str(n), "-H", f"localhost:{n}", *command], {})]
     return [(command, {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(n)]
 
 

@@ -26,8 +26,10 @@ import yaml
 
 from cloudfs.errors import FsError, StartupError
 from cloudfs.jobs.client import request
+from tests.support.mounts import force_unmount
 
 BIG_MACHINE = {"gpus": 16, "cpus": 256, "memory": "4T"}
+MiB = 1 << 20
 
 
 def marked_pids(marker: str) -> list[int]:
@@ -155,3 +157,23 @@ def _teardown(s: Sched) -> None:
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         assert not left, f"orphan worker processes: {left}"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A UFS directory with ``train/`` (8 files of 1 MiB) and where to mount it; the
+    scheduler leaves its mounts mounted, so this unmounts."""
+    if not os.path.exists("/dev/fuse") or os.geteuid() != 0:
+        pytest.skip("FUSE tests need /dev/fuse and root")
+    ufs, mnt = tmp_path / "ufs", tmp_path / "mnt"
+    (ufs / "train").mkdir(parents=True)
+    for i in range(8):
+        (ufs / "train" / f"{i:02d}.bin").write_bytes(bytes([i]) * MiB)
+    yield ufs, mnt
+    subprocess.run([sys.executable, "-m", "cloudfs.cli.main", "umount", str(mnt)],
+                   capture_output=True, timeout=60)  # fmt: skip
+    force_unmount(mnt)
+
+
+def volume(ufs: Path, mnt: Path, *options: str) -> dict[str, object]:
+    return {"uri": f"file://{ufs}", "mount": str(mnt), "options": list(options)}

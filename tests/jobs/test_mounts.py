@@ -4,40 +4,16 @@ threshold, cancel during warm-up, a missing dataset, and a two-worker
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.jobs.conftest import Sched, marked_pids
-from tests.support.mounts import force_unmount
+from tests.jobs.conftest import MiB, Sched, marked_pids, volume
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, pytest.mark.timeout(300)]
-MiB = 1 << 20
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """A UFS directory with ``train/`` (8 files of 1 MiB) and where to mount it; the
-    scheduler leaves its mounts mounted, so this unmounts."""
-    if not os.path.exists("/dev/fuse") or os.geteuid() != 0:
-        pytest.skip("FUSE tests need /dev/fuse and root")
-    ufs, mnt = tmp_path / "ufs", tmp_path / "mnt"
-    (ufs / "train").mkdir(parents=True)
-    for i in range(8):
-        (ufs / "train" / f"{i:02d}.bin").write_bytes(bytes([i]) * MiB)
-    yield ufs, mnt
-    subprocess.run([sys.executable, "-m", "cloudfs.cli.main", "umount", str(mnt)],
-                   capture_output=True, timeout=60)  # fmt: skip
-    force_unmount(mnt)
-
-
-def volume(ufs: Path, mnt: Path, *options: str) -> dict[str, object]:
-    return {"uri": f"file://{ufs}", "mount": str(mnt), "options": list(options)}
 
 
 TRAIN = textwrap.dedent(
