@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cloudfs.cli.sizes import parse_size
+from cloudfs.sizes import parse_size
 from tests.support.servers import running_s3_server
 
 MiB = 1024 * 1024

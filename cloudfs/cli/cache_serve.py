@@ -42,7 +42,6 @@ from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import checks, server_logs, tls_flags
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import is_loopback, read_token
-from cloudfs.cli.sizes import parse_seconds, parse_size
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.meta.remote import parse_tree_address
@@ -56,6 +55,7 @@ from cloudfs.peers.membership import (
 )
 from cloudfs.peers.stores import StoreCache
 from cloudfs.peers.worker import BlockWorker
+from cloudfs.sizes import parse_seconds, parse_size
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token
 

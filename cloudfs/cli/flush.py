@@ -15,9 +15,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from cloudfs.cli.sizes import format_size, parse_seconds
 from cloudfs.control import client
 from cloudfs.control.protocol import Message
+from cloudfs.sizes import format_size, parse_seconds
 
 
 def add_parser(commands: Any) -> None:

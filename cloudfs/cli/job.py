@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from cloudfs.cli.scheduler import add_location_flags, state_and_config
-from cloudfs.cli.sizes import format_size
 from cloudfs.errors import UsageError
 from cloudfs.jobs.client import request
 from cloudfs.jobs.record import FINAL, WARMING
+from cloudfs.sizes import format_size
 
 FOLLOW_POLL = 0.5
 

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cloudfs.cli import stats_scheduler
-from cloudfs.cli.sizes import parse_seconds
 from cloudfs.cli.stats_source import fetch, is_endpoint
 from cloudfs.cli.stats_view import Interval, render, snapshot_json
 from cloudfs.control import client
 from cloudfs.errors import UsageError
 from cloudfs.jobs.client import default_state_dir
+from cloudfs.sizes import parse_seconds
 
 HOME = "\x1b[H"
 CLEAR_SCREEN = "\x1b[2J"

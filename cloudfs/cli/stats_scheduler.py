@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cloudfs.cli.sizes import format_size
 from cloudfs.cli.stats_view import table
 from cloudfs.errors import StartupError
 from cloudfs.jobs.client import NoScheduler, request
 from cloudfs.jobs.config import RESOURCES
 from cloudfs.jobs.record import FINAL, QUEUED, RETRYING, RUNNING, STARTING, WARMING
+from cloudfs.sizes import format_size
 
 NONE = "—"
 TIMEOUT = 10.0  # seconds to wait for each answer

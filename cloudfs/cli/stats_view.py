@@ -17,13 +17,13 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from cloudfs.cli.sizes import format_size
 from cloudfs.cli.stats_gateway import OpRow, parse_gateway
 from cloudfs.cli.stats_gateway import rows as gateway_rows
 from cloudfs.cli.stats_group import MemberRow, parse_group
 from cloudfs.cli.stats_group import rows as group_rows
 from cloudfs.cli.stats_jobs import JobRow, parse_jobs
 from cloudfs.cli.stats_jobs import rows as job_rows
+from cloudfs.sizes import format_size
 
 MiB = 1024 * 1024
 TOP_OPS = 8  # latency rows in the live view

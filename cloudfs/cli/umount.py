@@ -18,9 +18,9 @@ from typing import Any
 
 from cloudfs.cli import flush, runtime
 from cloudfs.cli.checks import is_mounted
-from cloudfs.cli.sizes import parse_seconds
 from cloudfs.control import client
 from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.sizes import parse_seconds
 
 
 def add_parser(commands: Any) -> None:

@@ -18,10 +18,10 @@ from dataclasses import asdict
 from typing import Any
 
 from cloudfs.cli.meta_serve import read_token
-from cloudfs.cli.sizes import parse_mode, parse_seconds
 from cloudfs.errors import InvalidArgument, UsageError
 from cloudfs.meta.remote import VolumeClient
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
+from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri
 
 

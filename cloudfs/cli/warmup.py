@@ -26,9 +26,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from cloudfs.cli.sizes import format_size, parse_seconds
 from cloudfs.control import client
 from cloudfs.errors import StartupError, UsageError
+from cloudfs.sizes import format_size, parse_seconds
 
 BATCH = 1000  # inodes per request
 

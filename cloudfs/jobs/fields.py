@@ -6,8 +6,8 @@ import errno
 from collections.abc import Mapping
 from typing import Any
 
-from cloudfs.cli.sizes import parse_size
 from cloudfs.errors import FsError, UsageError
+from cloudfs.sizes import parse_size
 
 
 class SpecError(FsError):

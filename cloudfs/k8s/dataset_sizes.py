@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudfs.cli.sizes import parse_size  # TODO: sizes.py belongs outside cli/
 from cloudfs.errors import UsageError
+from cloudfs.sizes import parse_size
 
 DATASET_BYTES_ANNOTATION = "cloudfs.io/dataset-bytes"
 

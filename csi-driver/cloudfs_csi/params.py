@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cloudfs.cli.sizes import parse_mode, parse_seconds
 from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi import cache_group
 from cloudfs_csi.errors import InvalidArgument

@@ -23,8 +23,8 @@ from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.cli.main import build_parser
 from cloudfs.cli.meta_serve import count_flag, is_loopback
 from cloudfs.cli.mount import config_from_args
-from cloudfs.cli.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.errors import UsageError
+from cloudfs.sizes import parse_mode, parse_seconds, parse_size
 from tests.fuzz.strategies import FUZZ
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,5 @@
-"""Parsing of human-friendly sizes and durations on the command line."""
+"""Parsing of human-friendly sizes and durations (the command line, job specs, Kubernetes
+annotations), and their display."""
 
 from __future__ import annotations
 
