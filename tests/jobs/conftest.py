@@ -177,3 +177,23 @@ def data(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 def volume(ufs: Path, mnt: Path, *options: str) -> dict[str, object]:
     return {"uri": f"file://{ufs}", "mount": str(mnt), "options": list(options)}
+
+
+def run_training_job(
+    sched: Sched, data: tuple[Path, Path], tmp_path: Path, script: str, **spec: Any
+) -> tuple[dict[str, Any], str, str]:
+    """Run ``script`` (its arguments: the mounted ``train/`` and a result file) as a job
+    with ``spec`` over the ``data`` volume, warmed to 80%; the finished job, its result
+    and its logs."""
+    ufs, mnt = data
+    path, out = tmp_path / "train.py", tmp_path / "result"
+    path.write_text(script)
+    job_id = sched.submit(
+        command=[sys.executable, str(path), str(mnt / "train"), str(out)],
+        volumes=[volume(ufs, mnt)], datasets=[str(mnt / "train")],
+        readiness={"min_cached": 0.8}, **spec,
+    )  # fmt: skip
+    job = sched.wait(job_id, "succeeded", "failed", timeout=240)
+    logs = "".join(Path(f).read_text() for f in sched.ask({"op": "logs", "id": job_id})["files"])
+    assert job["state"] == "succeeded", f"{job['reason']}\n{logs}"
+    return job, out.read_text(), logs

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs.conftest import MiB, Sched, marked_pids, volume
+from tests.jobs.conftest import MiB, Sched, marked_pids, run_training_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -55,19 +55,10 @@ TRAIN = textwrap.dedent(
 def test_a_two_worker_horovod_job_reads_a_mount(
     sched: Sched, data: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    ufs, mnt = data
-    script, out = tmp_path / "train.py", tmp_path / "result"
-    script.write_text(TRAIN)
-    job_id = sched.submit(
-        name="hvd", framework="horovod", workers=2,
-        command=[sys.executable, str(script), str(mnt / "train"), str(out)],
-        volumes=[volume(ufs, mnt)], datasets=[str(mnt / "train")],
-        readiness={"min_cached": 0.8},
-    )  # fmt: skip
-    job = sched.wait(job_id, "succeeded", "failed", timeout=240)
-    logs = "".join(Path(f).read_text() for f in sched.ask({"op": "logs", "id": job_id})["files"])
-    assert job["state"] == "succeeded", f"{job['reason']}\n{logs}"
-    assert out.read_text() == f"2 {sum(i * MiB for i in range(8))} [0, 1] {job_id}"
+    job, result, _ = run_training_job(
+        sched, data, tmp_path, TRAIN, name="hvd", framework="horovod", workers=2
+    )
+    assert result == f"2 {sum(i * MiB for i in range(8))} [0, 1] {job['id']}"
     assert job["warmup"]["cached_bytes"] >= 0.8 * 8 * MiB
 
 
