@@ -11,18 +11,31 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+
+def _stat_fields(stat: Path) -> list[str] | None:
+    """The fields of a ``/proc/PID/stat`` after the command name (state first), or None
+    if the process is gone."""
+    try:
+        text = stat.read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _all_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, ``_stat_fields``) of every process now."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(entry / "stat")) is not None:
+            yield int(entry.name), fields
 
 
 def start_time(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot, or None if it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    if fields[0] == "Z":  # a zombie has finished
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if fields is None or fields[0] == "Z":  # a zombie has finished
         return None
     return int(fields[19])
 
@@ -34,15 +47,8 @@ def alive(pid: int, started: int) -> bool:
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (children, their children...)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rindex(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+    for child, fields in _all_stats():
+        children.setdefault(int(fields[1]), []).append(child)
     found: list[int] = []
     todo = list(children.get(pid, []))
     while todo:
@@ -98,17 +104,7 @@ def _any_left(targets: dict[int, int], groups: list[int]) -> bool:
     if any(alive(p, s) for p, s in targets.items()):
         return True
     wanted = set(groups)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) in wanted:
-            return True
-    return False
+    return any(f[0] != "Z" and int(f[2]) in wanted for _, f in _all_stats())
 
 
 def _signal(targets: dict[int, int], sig: int) -> None:
@@ -131,11 +127,9 @@ def usage(roots: Iterable[tuple[int, int]]) -> tuple[float, int]:
             if p in seen:
                 continue
             seen.add(p)
-            try:
-                text = Path(f"/proc/{p}/stat").read_text()
-            except OSError:
+            fields = _stat_fields(Path(f"/proc/{p}/stat"))
+            if fields is None:
                 continue
-            fields = text[text.rindex(")") + 2 :].split()
             cpu += (int(fields[11]) + int(fields[12])) / tick
             rss += int(fields[21]) * page
     return cpu, rss
