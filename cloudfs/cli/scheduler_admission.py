@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import threading
 from typing import Any
 
 from cloudfs.cli import server_logs
-from cloudfs.cli.meta_serve import read_token
-from cloudfs.cli.tls_flags import add_client_flags, client_tls
+from cloudfs.cli.tree_flags import add_tree_flags, tree_target
 from cloudfs.errors import StartupError
-from cloudfs.meta.remote import parse_tree_address
 
 log = logging.getLogger("cloudfs.k8s")
 
@@ -40,14 +37,7 @@ def add_admission_parser(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--tree",
-        default=os.environ.get("CLOUDFS_META_SERVER"),
-        metavar="grpc://HOST:PORT",
-        help="the tree service the mounts report to ($CLOUDFS_META_SERVER)",
-    )
-    p.add_argument("--token-file", help="the tree service's token ($CLOUDFS_META_TOKEN)")
-    add_client_flags(p)
+    add_tree_flags(p)
     p.add_argument("--warmup-image", required=True, help="image of the warm-up Jobs")
     p.add_argument("--controller-name", default="cloudfs.io/data-readiness")
     p.add_argument("--ready-fraction", type=float, default=0.8, help="default threshold")
@@ -69,16 +59,13 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.meta.remote import VolumeClient
 
     server_logs.configure(args.debug)
-    if not args.tree:
-        raise StartupError("--tree grpc://HOST:PORT (or $CLOUDFS_META_SERVER) is required")
+    target = tree_target(args)
     if not 0.0 < args.ready_fraction <= 1.0:
         raise StartupError("--ready-fraction must be in (0, 1]")
     api = KubeApi(args.kube_api) if args.kube_api else KubeApi.in_cluster()
     if api is None:
         raise StartupError("not in a cluster: give --kube-api URL")
-    address = parse_tree_address(args.tree, "--tree") if "://" in args.tree else args.tree
-    token = read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None
-    tls = client_tls(args.tls_ca, args.tls_cert, args.tls_key)
+    address, token, tls = target.address, target.token, target.tls
     tree = TreeServiceView(
         CacheReportClient(address, token=token, timeout=TREE_TIMEOUT, tls=tls),
         VolumeClient(address, token=token, timeout=TREE_TIMEOUT, tls=tls),
@@ -95,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    log.info("data-readiness admission check %s (tree service %s)", args.controller_name, address)
+    log.info(
+        "data-readiness admission check %s (tree service %s)", args.controller_name, target.address
+    )
     try:
         if args.once:
             controller.reconcile_once()

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Any
 
 from cloudfs.cli import server_logs
 from cloudfs.cli.endpoints import parse_host_port
-from cloudfs.cli.meta_serve import read_token
-from cloudfs.cli.tls_flags import add_client_flags, client_tls
+from cloudfs.cli.tree_flags import add_tree_flags, tree_target
 from cloudfs.errors import StartupError
-from cloudfs.meta.remote import parse_tree_address
 
 log = logging.getLogger("cloudfs.k8s")
 
@@ -38,14 +35,7 @@ def add_extender_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--listen", required=True, metavar="HOST:PORT", help="where to serve HTTP")
-    p.add_argument(
-        "--tree",
-        default=os.environ.get("CLOUDFS_META_SERVER"),
-        metavar="grpc://HOST:PORT",
-        help="the tree service the mounts report to ($CLOUDFS_META_SERVER)",
-    )
-    p.add_argument("--token-file", help="the tree service's token ($CLOUDFS_META_TOKEN)")
-    add_client_flags(p)
+    add_tree_flags(p)
     p.add_argument("--prefix", default="", help="path before the verbs (urlPrefix's path)")
     p.add_argument("--driver-name", default="csi.cloudfs.io", help="the CloudFS CSI driver")
     p.add_argument(
@@ -68,13 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
     server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")
-    if not args.tree:
-        raise StartupError("--tree grpc://HOST:PORT (or $CLOUDFS_META_SERVER) is required")
-    address = parse_tree_address(args.tree, "--tree") if "://" in args.tree else args.tree
-    token = read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None
-    cache = CacheReportClient(
-        address, token=token, tls=client_tls(args.tls_ca, args.tls_cert, args.tls_key)
-    )
+    target = tree_target(args)
+    cache = CacheReportClient(target.address, token=target.token, tls=target.tls)
     api: KubeApi | None = None
     if args.kube_api:
         api = KubeApi(args.kube_api)
@@ -89,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         cache.close()
         raise StartupError(f"--listen {args.listen}: {e}") from None
-    log.info("scheduler extender on %s%s (tree service %s)", args.listen, server.prefix, address)
+    log.info(
+        "scheduler extender on %s%s (tree service %s)", args.listen, server.prefix, target.address
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
