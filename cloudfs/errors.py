@@ -103,7 +103,7 @@ class TxnConflict(FsError):
     """An optimistic KV transaction lost a race (the etcd engine): run it again.
 
     Raised when a write transaction commits (or, rarely, when a snapshot read
-    finds its revision compacted). ``cloudfs.meta.server.kv_retry`` re-runs the
+    finds its revision compacted). ``cloudfs.meta.engine.kv_retry`` re-runs the
     transaction's body; a caller that sees this error has run out of tries.
     """
 

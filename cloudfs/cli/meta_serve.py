@@ -23,8 +23,8 @@ from typing import Any
 from cloudfs.cli import server_logs, tls_flags
 from cloudfs.config import S3Config
 from cloudfs.errors import StartupError, UsageError
-from cloudfs.meta.server.kv import KVEngine
-from cloudfs.meta.server.kv_lmdb import LmdbKV
+from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.kv_lmdb import LmdbKV
 from cloudfs.tls import is_loopback
 from cloudfs.tokens import TokenFile
 from cloudfs.ufs.factory import open_store
@@ -76,7 +76,7 @@ def open_engine(uri: str) -> KVEngine:
         except Exception as e:
             raise StartupError(f"cannot open {uri}: {e}") from None
     if uri.startswith("etcd://"):
-        from cloudfs.meta.server import kv_etcd
+        from cloudfs.meta.engine import kv_etcd
 
         return kv_etcd.open_engine(uri)
     raise UsageError(f"unknown engine '{uri}' (expected lmdb:///dir or etcd://host:port,...)")

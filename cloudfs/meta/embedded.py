@@ -1,7 +1,7 @@
 """EmbeddedMeta: the Meta protocol served in-process, over a KV engine and the UFS.
 
 This class only adds concurrency control to the tree operations in
-``cloudfs.meta.server``: it makes directories fresh from the UFS before an
+``cloudfs.meta.engine``: it makes directories fresh from the UFS before an
 operation reads or changes them (``DirectoryLoader``), and serializes
 namespace changes (create, mkdir, symlink, link, unlink, rmdir, rename,
 commit_upload) with one namespace lock, so that the UFS call made between an
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from cloudfs.config import MountConfig
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.interface import Invalidation
-from cloudfs.meta.server import (
+from cloudfs.meta.engine import (
     ops_attr,
     ops_create,
     ops_read,
@@ -35,14 +35,14 @@ from cloudfs.meta.server import (
     ops_session,
     tree,
 )
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVEngine
-from cloudfs.meta.server.kv_lmdb import LmdbKV
-from cloudfs.meta.server.loader import DirectoryLoader
-from cloudfs.meta.server.names import validate_name
-from cloudfs.meta.server.ns_lock import Mutex, NamespaceLock
-from cloudfs.meta.server.ops_volume import init_volume
-from cloudfs.meta.server.settings import TreeSettings
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.kv_lmdb import LmdbKV
+from cloudfs.meta.engine.loader import DirectoryLoader
+from cloudfs.meta.engine.names import validate_name
+from cloudfs.meta.engine.ns_lock import Mutex, NamespaceLock
+from cloudfs.meta.engine.ops_volume import init_volume
+from cloudfs.meta.engine.settings import TreeSettings
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.ufs.interface import ObjectStore
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cloudfs.meta.server.kv import KVEngine, KVTxn
-from cloudfs.meta.server.kv_etcd import EtcdKV
-from cloudfs.meta.server.kv_lmdb import LmdbKV
-from cloudfs.meta.server.kv_memory import MemoryKV
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine.kv import KVEngine, KVTxn
+from cloudfs.meta.engine.kv_etcd import EtcdKV
+from cloudfs.meta.engine.kv_lmdb import LmdbKV
+from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.engine.kv_retry import write_txn
 
 
 @pytest.fixture(params=["memory", "lmdb", "etcd"])

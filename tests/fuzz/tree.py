@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from cloudfs.meta.server.kv_lmdb import LmdbKV
+from cloudfs.meta.engine.kv_lmdb import LmdbKV
 from cloudfs.meta.service.server import META_SERVICE, TreeServer
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import ROOT_INODE

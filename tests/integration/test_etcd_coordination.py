@@ -13,10 +13,10 @@ import pytest
 
 from cloudfs import errors
 from cloudfs.meta.client import GrpcMeta, Invalidation
-from cloudfs.meta.server.etcd_lock import EtcdMutex
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_etcd import EtcdKV
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine.etcd_lock import EtcdMutex
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_etcd import EtcdKV
+from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import ROOT_INODE, AttrChanges

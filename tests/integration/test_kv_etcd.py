@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.server.kv_etcd import EtcdKV, open_engine
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
+from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.types import ROOT_INODE, InodeId
 from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
 from tests.support.meta_world import MetaWorld, make_world

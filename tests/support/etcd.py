@@ -2,7 +2,7 @@
 
 Debian's ``etcd-server`` (3.4) is started with random free ports, its data in
 a test directory, and the limits the etcd engine documents as required
-(``--max-txn-ops``, ``--max-request-bytes``; see ``cloudfs.meta.server.kv_etcd``).
+(``--max-txn-ops``, ``--max-request-bytes``; see ``cloudfs.meta.engine.kv_etcd``).
 Elections are tuned fast (50 ms heartbeats) so that a cluster losing its
 leader recovers in about a second. Every wait is bounded; every process
 started is killed on exit.

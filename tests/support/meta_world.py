@@ -85,10 +85,10 @@ def make_world(kind: str, tmp_dir: str, etcd_endpoints: list[str] | None = None)
     import os
     import uuid
 
-    from cloudfs.meta.server.kv import KVEngine
-    from cloudfs.meta.server.kv_etcd import EtcdKV
-    from cloudfs.meta.server.kv_lmdb import LmdbKV
-    from cloudfs.meta.server.kv_memory import MemoryKV
+    from cloudfs.meta.engine.kv import KVEngine
+    from cloudfs.meta.engine.kv_etcd import EtcdKV
+    from cloudfs.meta.engine.kv_lmdb import LmdbKV
+    from cloudfs.meta.engine.kv_memory import MemoryKV
     from tests.support.memory_store import MemoryObjectStore
 
     clock = FakeClock()

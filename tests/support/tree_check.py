@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cloudfs.errors import FsError
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.kv import KVEngine
-from cloudfs.meta.server.kv_prefixed import PrefixedKV
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.kv_prefixed import PrefixedKV
 from cloudfs.meta.service.volumes import TREE_PREFIX, VOLUME_PREFIX
 from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
 

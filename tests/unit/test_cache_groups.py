@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cloudfs.errors import InvalidArgument
-from cloudfs.meta.server.kv_memory import MemoryKV
+from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.service.groups import CacheGroups, validate_member_address
 
 SECOND = 10**9

@@ -7,9 +7,9 @@ import errno
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.server.etcd_txn import _coalesce, prefix_end
-from cloudfs.meta.server.kv_memory import MemoryKV
-from cloudfs.meta.server.kv_retry import retry_conflicts, write_txn
+from cloudfs.meta.engine.etcd_txn import _coalesce, prefix_end
+from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.engine.kv_retry import retry_conflicts, write_txn
 
 
 def test_a_conflict_is_run_again_until_it_commits() -> None:

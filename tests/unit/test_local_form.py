@@ -15,7 +15,7 @@ from cloudfs.client.options import client_options
 from cloudfs.errors import FsError, InvalidArgument, NotFound, NotPermitted, UsageError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.interface import Invalidation
-from cloudfs.meta.server.kv_memory import MemoryKV
+from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import WatchedKV
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, SingleVolume

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cloudfs import errors
-from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.kv_memory import MemoryKV
-from cloudfs.meta.server.names import child_key, is_valid_name, validate_name
+from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.engine.names import child_key, is_valid_name, validate_name
 
 u32 = st.integers(0, 2**32 - 1)
 u63 = st.integers(0, 2**63 - 1)

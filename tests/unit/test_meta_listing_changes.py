@@ -11,7 +11,7 @@ import pytest
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.interface import ChangeSource, Invalidation
-from cloudfs.meta.server.kv_memory import MemoryKV
+from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import Change, ChangeFeed
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec

@@ -11,9 +11,9 @@ import pytest
 
 from cloudfs.errors import NotFound, RemoteIOError
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.server import relister as relister_module
-from cloudfs.meta.server.kv_memory import MemoryKV
-from cloudfs.meta.server.relister import BackgroundRelister
+from cloudfs.meta.engine import relister as relister_module
+from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.engine.relister import BackgroundRelister
 from cloudfs.types import ROOT_INODE, InodeId, ListPage
 from tests.support.memory_store import MemoryObjectStore
 from tests.support.meta_world import TTL, FakeClock

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from cloudfs.errors import RemoteIOError
-from cloudfs.meta.server import ns_lock
-from cloudfs.meta.server.ns_lock import NamespaceLock
+from cloudfs.meta.engine import ns_lock
+from cloudfs.meta.engine.ns_lock import NamespaceLock
 
 
 class CountingMutex:

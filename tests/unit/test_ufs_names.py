@@ -15,7 +15,7 @@ import pytest
 
 from cloudfs import errors
 from cloudfs.meta.interface import RENAME_EXCHANGE
-from cloudfs.meta.server.ufs_names import longest_below
+from cloudfs.meta.engine.ufs_names import longest_below
 from cloudfs.types import ROOT_INODE, InodeId
 from cloudfs.ufs.hdfs import validate_hdfs_path
 from cloudfs.ufs.local import LocalObjectStore
@@ -97,7 +97,7 @@ def test_every_kind_of_name_is_refused_past_the_limit(
     deep, key, room = _near_limit(w, top, "top")
     f = mkfile(w, top, b"f", b"x")
     over = b"n" * (room + 1)
-    caplog.set_level(logging.INFO, "cloudfs.meta.server.ufs_names")
+    caplog.set_level(logging.INFO, "cloudfs.meta.engine.ufs_names")
     refused = [
         lambda: w.meta.create(deep, over, stat.S_IFREG | 0o644, 0, 0),
         lambda: w.meta.create(deep, over, stat.S_IFIFO | 0o644, 0, 0),

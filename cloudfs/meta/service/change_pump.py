@@ -18,9 +18,9 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.etcd_txn import prefix_end
-from cloudfs.meta.server.kv import SharedKV, WatchEvent
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.etcd_txn import prefix_end
+from cloudfs.meta.engine.kv import SharedKV, WatchEvent
 from cloudfs.meta.service.changes import ChangeFeed, change_of
 
 log = logging.getLogger(__name__)

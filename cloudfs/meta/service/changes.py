@@ -35,8 +35,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from cloudfs.meta.interface import Invalidation
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.kv import KVEngine, KVTxn
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.kv import KVEngine, KVTxn
 
 QUEUE_LIMIT = 10_000
 

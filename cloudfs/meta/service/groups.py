@@ -5,7 +5,7 @@ member serving BlockCache. Members join with a TTL and renew it by joining
 again (a heartbeat); a member that stopped renewing (killed, its node gone,
 cut off) is no longer listed once its TTL has passed, so mounts stop asking
 it without anyone having to notice it died. This is the session pattern of
-``meta/server/ops_session.py``: an expiry stored per record, filtered on
+``meta/engine/ops_session.py``: an expiry stored per record, filtered on
 read, removed by the server's janitor.
 
 Records are ``G:<group>\\0<address>`` -> expiry (ns since the epoch, u64) in
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from functools import partial
 
 from cloudfs.errors import InvalidArgument
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.kv import KVEngine, KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.kv import KVEngine, KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
 
 GROUP_PREFIX = b"G:"
 MAX_GROUP_NAME = 63

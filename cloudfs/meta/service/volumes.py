@@ -32,10 +32,10 @@ from typing import Protocol
 
 from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.kv import KVEngine, KVTxn, SharedKV
-from cloudfs.meta.server.kv_prefixed import PrefixedKV
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.kv import KVEngine, KVTxn, SharedKV
+from cloudfs.meta.engine.kv_prefixed import PrefixedKV
+from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.service.change_pump import ChangePump
 from cloudfs.meta.service.changes import ChangeFeed, WatchedKV, listing_changed
 from cloudfs.ufs.interface import ObjectStore

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from cloudfs.errors import RemoteIOError, TxnConflict
-from cloudfs.meta.server.kv import KVEngine, KVTxn
+from cloudfs.meta.engine.kv import KVEngine, KVTxn
 
 R = TypeVar("R")
 

@@ -30,7 +30,7 @@ YIELD_FOR = 0.06  # seconds before taking it again after such a run (etcd_lock.P
 
 
 class Mutex(Protocol):
-    """A lock several processes share (``cloudfs.meta.server.etcd_lock.EtcdMutex``)."""
+    """A lock several processes share (``cloudfs.meta.engine.etcd_lock.EtcdMutex``)."""
 
     def acquire(self) -> None:
         """Block until held. Raises ``RemoteIOError`` (EIO) when that takes too long."""

@@ -16,10 +16,10 @@ everything and ``init_volume`` clears its open counts at start.
 from __future__ import annotations
 
 from cloudfs.errors import InvalidArgument
-from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
 
 SESSION_TTL_NS = 60 * 10**9
 MAX_SESSION = 64

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from contextlib import suppress
 from typing import Any
 
-from cloudfs.meta.server.etcd_gateway import b64, parse_endpoint, unb64
-from cloudfs.meta.server.kv import WatchEvent
+from cloudfs.meta.engine.etcd_gateway import b64, parse_endpoint, unb64
+from cloudfs.meta.engine.kv import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 import logging
 
 from cloudfs.errors import FsError
-from cloudfs.meta.server import tree
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.names import name_to_str
+from cloudfs.meta.engine import tree
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.names import name_to_str
 from cloudfs.ufs.interface import ObjectStore
 
 log = logging.getLogger(__name__)

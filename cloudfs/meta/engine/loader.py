@@ -38,14 +38,14 @@ from contextlib import AbstractContextManager, nullcontext
 
 from cloudfs.errors import RemoteIOError
 from cloudfs.meta.interface import Invalidation
-from cloudfs.meta.server import tree
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv_retry import write_txn
-from cloudfs.meta.server.locks import KeyedLocks
-from cloudfs.meta.server.ns_lock import NamespaceLock
-from cloudfs.meta.server.relister import BackgroundRelister
-from cloudfs.meta.server.ufs_sync import list_directory, merge_listing
+from cloudfs.meta.engine import tree
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.engine.locks import KeyedLocks
+from cloudfs.meta.engine.ns_lock import NamespaceLock
+from cloudfs.meta.engine.relister import BackgroundRelister
+from cloudfs.meta.engine.ufs_sync import list_directory, merge_listing
 
 OPTIMISTIC_TRIES = 2
 RETRY_AFTER_FAILURE_NS = 5_000_000_000

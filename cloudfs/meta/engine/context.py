@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cloudfs.meta.server.kv import KVEngine
-from cloudfs.meta.server.settings import TreeSettings
+from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.settings import TreeSettings
 from cloudfs.ufs.interface import ObjectStore
 
 

@@ -7,11 +7,11 @@ import stat
 from collections.abc import Callable
 
 from cloudfs.errors import InvalidArgument, NotFound
-from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.store_calls import call_store
+from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.types import Attr, DirEntry, FsStats
 
 BLOCK_SIZE = 4096

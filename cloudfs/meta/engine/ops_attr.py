@@ -21,10 +21,10 @@ from cloudfs.errors import (
     ObjectChanged,
 )
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
-from cloudfs.meta.server import codec, ops_session, tree
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
+from cloudfs.meta.engine import codec, ops_session, tree
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.types import NAME_MAX, Attr, AttrChanges
 
 log = logging.getLogger(__name__)

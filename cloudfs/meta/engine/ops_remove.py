@@ -12,12 +12,12 @@ its transaction conflicts (etcd, ``write_txn``): never the UFS call.
 from __future__ import annotations
 
 from cloudfs.errors import IsADirectory, NotADirectory, NotEmpty, NotFound
-from cloudfs.meta.server import tree
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
-from cloudfs.meta.server.names import validate_name
-from cloudfs.meta.server.store_calls import call_store
+from cloudfs.meta.engine import tree
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.engine.names import validate_name
+from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.types import Attr
 
 

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from cloudfs.meta.server.etcd_gateway import OUT_OF_RANGE, EtcdError, b64, unb64
+from cloudfs.meta.engine.etcd_gateway import OUT_OF_RANGE, EtcdError, b64, unb64
 
 KEY_MAX = 511
 PAGE = 1000  # keys per range request of a scan

@@ -9,11 +9,11 @@ the embedded LMDB engine (a shared engine will need per-session counts).
 
 from __future__ import annotations
 
-from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
-from cloudfs.meta.server.ufs_sync import new_record
+from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.engine.ufs_sync import new_record
 from cloudfs.types import ROOT_INODE
 
 

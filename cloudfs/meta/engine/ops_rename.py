@@ -37,14 +37,14 @@ from cloudfs.errors import (
     NotFound,
 )
 from cloudfs.meta.interface import RENAME_EXCHANGE, RENAME_NOREPLACE
-from cloudfs.meta.server import codec, tree
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.context import TreeContext
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.kv_retry import write_txn
-from cloudfs.meta.server.names import validate_name
-from cloudfs.meta.server.store_calls import call_store
-from cloudfs.meta.server.ufs_names import check_key, check_subtree
+from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.engine.names import validate_name
+from cloudfs.meta.engine.store_calls import call_store
+from cloudfs.meta.engine.ufs_names import check_key, check_subtree
 from cloudfs.ufs.interface import ObjectStore
 
 Step = Callable[[], object]

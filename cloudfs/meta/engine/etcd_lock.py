@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cloudfs.errors import RemoteIOError
-from cloudfs.meta.server.etcd_gateway import b64, unb64
+from cloudfs.meta.engine.etcd_gateway import b64, unb64
 
 if TYPE_CHECKING:
-    from cloudfs.meta.server.kv_etcd import EtcdKV
+    from cloudfs.meta.engine.kv_etcd import EtcdKV
 
 log = logging.getLogger(__name__)
 

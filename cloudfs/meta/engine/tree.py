@@ -12,10 +12,10 @@ import stat
 from dataclasses import replace
 
 from cloudfs.errors import NotADirectory, NotFound
-from cloudfs.meta.server import codec
-from cloudfs.meta.server.codec import InodeRecord
-from cloudfs.meta.server.kv import KVTxn
-from cloudfs.meta.server.names import child_key, name_to_str
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.codec import InodeRecord
+from cloudfs.meta.engine.kv import KVTxn
+from cloudfs.meta.engine.names import child_key, name_to_str
 from cloudfs.types import ROOT_INODE, Attr, InodeId
 
 FIRST_FREE_INODE = ROOT_INODE + 1

@@ -1,6 +1,6 @@
 """The small transactional key-value protocol every tree engine implements.
 
-Tree operations (``cloudfs.meta.server.tree`` and the ``ops_*`` modules) are
+Tree operations (``cloudfs.meta.engine.tree`` and the ``ops_*`` modules) are
 written once over this protocol, like JuiceFS's ``tkv`` or 3FS's KV layer, so
 an engine (LMDB, etcd; TiKV or FoundationDB later) only has to provide ordered
 keys and serializable transactions.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from cloudfs.meta.server.ns_lock import Mutex
+    from cloudfs.meta.engine.ns_lock import Mutex
 
 
 class KVTxn(Protocol):

@@ -65,7 +65,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from cloudfs.errors import RemoteIOError, StartupError, TxnConflict, UsageError
-from cloudfs.meta.server.etcd_gateway import (
+from cloudfs.meta.engine.etcd_gateway import (
     INVALID_ARGUMENT,
     OUT_OF_RANGE,
     RESOURCE_EXHAUSTED,
@@ -75,9 +75,9 @@ from cloudfs.meta.server.etcd_gateway import (
     b64,
     unb64,
 )
-from cloudfs.meta.server.etcd_lock import EtcdMutex, Fence
-from cloudfs.meta.server.etcd_txn import EtcdTxn
-from cloudfs.meta.server.etcd_watch import EtcdWatch
+from cloudfs.meta.engine.etcd_lock import EtcdMutex, Fence
+from cloudfs.meta.engine.etcd_txn import EtcdTxn
+from cloudfs.meta.engine.etcd_watch import EtcdWatch
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class EtcdKV:
                 "too many" in exc.detail or "large" in exc.detail
             )
             if too_big or exc.code == RESOURCE_EXHAUSTED:
-                log.error("etcd refused a transaction: %s (see cloudfs.meta.server.kv_etcd)", exc)
+                log.error("etcd refused a transaction: %s (see cloudfs.meta.engine.kv_etcd)", exc)
                 raise RemoteIOError(
                     f"{exc}: raise etcd's --max-txn-ops / --max-request-bytes"
                 ) from exc

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cloudfs.meta.server.kv import KVEngine, KVTxn
+from cloudfs.meta.engine.kv import KVEngine, KVTxn
 
 
 class _PrefixedTxn:
