@@ -28,8 +28,8 @@ from pathlib import Path
 from cloudfs.config import MountConfig
 from cloudfs.meta import change_queue
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine.kv_lmdb import LmdbKV
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service.changes import WatchedKV, current_session
 from cloudfs.meta.service.limits import ServerLimits
 from cloudfs.meta.service.server import TreeServer

@@ -34,9 +34,9 @@ import grpc
 
 from cloudfs.errors import AccessDenied, FsError, RemoteIOError
 from cloudfs.meta.interface import Invalidation
-from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.limits import MAX_REPLY_BYTES, MAX_REQUEST_BYTES
 from cloudfs.meta.service.server import META_SERVICE, SESSION_KEY, VOLUME_SERVICE
+from cloudfs.meta.wire import convert as cv
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token, TokenSource, token_source
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId

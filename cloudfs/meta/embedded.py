@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 
 from cloudfs.config import MountConfig
 from cloudfs.meta.change_queue import ChangeQueue
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine import (
     ops_attr,
     ops_create,
@@ -43,6 +42,7 @@ from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.ns_lock import Mutex, NamespaceLock
 from cloudfs.meta.engine.ops_volume import init_volume
 from cloudfs.meta.engine.settings import TreeSettings
+from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.ufs.interface import ObjectStore
 

@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cloudfs.errors import FsError, InvalidArgument
-from cloudfs.meta.service.convert import printable
+from cloudfs.meta.wire.convert import printable
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.worker import BlockRequest, BlockWorker

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from cloudfs.meta.service.convert import status_of
 from cloudfs.meta.service.server import (
     GROUP_SERVICE,
     META_CALLS,
@@ -26,6 +25,7 @@ from cloudfs.meta.service.server import (
     SESSION_CALLS,
     VOLUME_SERVICE,
 )
+from cloudfs.meta.wire.convert import status_of
 from cloudfs.v1 import meta_pb2 as pb
 from tests.fuzz.strategies import FUZZ, NAMES, TEXT, edge_ints, messages
 from tests.fuzz.tree import PROPER, VOLUME, Tree, running_tree

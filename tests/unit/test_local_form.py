@@ -14,8 +14,8 @@ from cloudfs.client.local import MountFacts, mount_owner, split_mount_path
 from cloudfs.client.options import client_options
 from cloudfs.errors import FsError, InvalidArgument, NotFound, NotPermitted, UsageError
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import WatchedKV
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, SingleVolume

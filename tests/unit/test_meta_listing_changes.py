@@ -10,8 +10,8 @@ import pytest
 
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.interface import ChangeSource, Invalidation
 from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.meta.interface import ChangeSource, Invalidation
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import Change, ChangeFeed
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec

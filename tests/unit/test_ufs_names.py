@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.interface import RENAME_EXCHANGE
 from cloudfs.meta.engine.ufs_names import longest_below
+from cloudfs.meta.interface import RENAME_EXCHANGE
 from cloudfs.types import ROOT_INODE, InodeId
 from cloudfs.ufs.hdfs import validate_hdfs_path
 from cloudfs.ufs.local import LocalObjectStore

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from cloudfs.errors import RemoteIOError
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine import tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
@@ -46,6 +45,7 @@ from cloudfs.meta.engine.locks import KeyedLocks
 from cloudfs.meta.engine.ns_lock import NamespaceLock
 from cloudfs.meta.engine.relister import BackgroundRelister
 from cloudfs.meta.engine.ufs_sync import list_directory, merge_listing
+from cloudfs.meta.interface import Invalidation
 
 OPTIMISTIC_TRIES = 2
 RETRY_AFTER_FAILURE_NS = 5_000_000_000

@@ -20,11 +20,11 @@ from cloudfs.errors import (
     NoAttribute,
     ObjectChanged,
 )
-from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.meta.engine import codec, ops_session, tree
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.types import NAME_MAX, Attr, AttrChanges
 
 log = logging.getLogger(__name__)

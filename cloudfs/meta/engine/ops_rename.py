@@ -36,7 +36,6 @@ from cloudfs.errors import (
     NotEmpty,
     NotFound,
 )
-from cloudfs.meta.interface import RENAME_EXCHANGE, RENAME_NOREPLACE
 from cloudfs.meta.engine import codec, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
@@ -45,6 +44,7 @@ from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.meta.engine.ufs_names import check_key, check_subtree
+from cloudfs.meta.interface import RENAME_EXCHANGE, RENAME_NOREPLACE
 from cloudfs.ufs.interface import ObjectStore
 
 Step = Callable[[], object]

@@ -29,13 +29,13 @@ import logging
 import stat
 from dataclasses import dataclass, field, replace
 
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine import tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.names import is_valid_name, str_to_name
 from cloudfs.meta.engine.settings import TreeSettings
 from cloudfs.meta.engine.store_calls import call_store
+from cloudfs.meta.interface import Invalidation
 from cloudfs.types import InodeId, ObjectInfo
 from cloudfs.ufs.interface import ObjectStore
 

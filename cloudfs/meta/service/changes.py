@@ -34,9 +34,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
+from cloudfs.meta.interface import Invalidation
 
 QUEUE_LIMIT = 10_000
 

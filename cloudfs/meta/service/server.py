@@ -35,12 +35,12 @@ import grpc
 from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
-from cloudfs.meta.service import convert as cv
 from cloudfs.meta.service.cache_reports import CacheReports
 from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.limits import ClientLimiter, ServerLimits
 from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
+from cloudfs.meta.wire import convert as cv
 from cloudfs.tls import ServerTLS
 from cloudfs.tokens import Token, accepts, token_source
 from cloudfs.types import InodeId

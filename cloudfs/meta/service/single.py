@@ -38,12 +38,12 @@ import grpc
 
 from cloudfs.errors import NotFound, NotPermitted
 from cloudfs.meta.embedded import EmbeddedMeta
-from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.engine.kv import KVEngine
 from cloudfs.meta.engine.kv_memory import MemoryKV
-from cloudfs.meta.service import convert as cv
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service.changes import Change, ChangeFeed
 from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.meta.wire import convert as cv
 from cloudfs.types import InodeId
 
 LOCAL_VOLUME = "local"
