@@ -44,7 +44,7 @@ from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metri
 from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
-from cloudfs.meta.remote import parse_tree_address
+from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.meta.service.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
 from cloudfs.peers.membership import (

@@ -28,7 +28,7 @@ from cloudfs.cache.interface import BlockTier
 from cloudfs.cli.endpoints import check_can_listen, parse_host_port
 from cloudfs.config import MountConfig
 from cloudfs.errors import FsError, StartupError
-from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
 from cloudfs.peers.membership import GroupClient, GroupHeartbeat, GroupWatcher

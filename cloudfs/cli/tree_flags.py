@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.cli.tls_flags import add_client_flags, client_tls
 from cloudfs.errors import StartupError
-from cloudfs.meta.remote import parse_tree_address
+from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import InvalidArgument, UsageError
-from cloudfs.meta.remote import VolumeClient
+from cloudfs.meta.client.tree_uri import VolumeClient
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
 from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri

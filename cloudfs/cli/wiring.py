@@ -43,9 +43,9 @@ from cloudfs.meta.cache_report import (
     node_name,
     report_interval,
 )
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.meta.interface import ChangeSource, Meta
-from cloudfs.meta.remote import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore

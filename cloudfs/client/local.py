@@ -39,7 +39,7 @@ from cloudfs.errors import (
     StartupError,
     UsageError,
 )
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.metrics import Metrics
 from cloudfs.tls import ClientTLS, load_client_tls
 from cloudfs.tokens import Token, TokenFile

@@ -43,8 +43,8 @@ from cloudfs.errors import (
     NotADirectory,
     NotFound,
 )
-from cloudfs.meta.client import GrpcMeta
-from cloudfs.meta.remote import VolumeClient
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
 from cloudfs.ufs.factory import open_store

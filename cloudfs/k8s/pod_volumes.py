@@ -24,7 +24,7 @@ import logging
 from typing import Any, Protocol
 
 from cloudfs.errors import UsageError
-from cloudfs.meta.remote import is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 
 log = logging.getLogger(__name__)
 

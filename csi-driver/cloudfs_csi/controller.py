@@ -26,8 +26,8 @@ import os
 from cloudfs.errors import AlreadyExists as FsAlreadyExists
 from cloudfs.errors import FsError, NoAttribute, UsageError
 from cloudfs.errors import NotFound as FsNotFound
-from cloudfs.meta.client import GrpcMeta
-from cloudfs.meta.remote import VolumeClient, is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import VolumeClient, is_tree_uri, parse_tree_uri
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
 from cloudfs.types import ROOT_INODE
 from cloudfs_csi import params as sc_params

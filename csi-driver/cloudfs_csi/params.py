@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloudfs.errors import FsError, UsageError
-from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi import cache_group

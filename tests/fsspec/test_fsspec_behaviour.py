@@ -16,8 +16,8 @@ import pytest
 
 from cloudfs.data.blocks import ObjectRef, block_key
 from cloudfs.fsspec import CloudFileSystem
-from cloudfs.meta.client import GrpcMeta
-from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.types import ROOT_INODE
 from tests.fsspec.conftest import Volume
 from tests.support.tree_server import TreeServer

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from cloudfs.fsspec import CloudFileSystem
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
 from tests.fsspec.conftest import Volume
 from tests.support.tree_server import TreeServer
 

@@ -23,7 +23,7 @@ import pytest
 from cloudfs.cli import runtime
 from cloudfs.control import paths
 from cloudfs.fsspec import CloudFileSystem
-from cloudfs.meta.remote import parse_tree_uri
+from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
 from tests.support.mounts import Backing, Mount, mounted
 from tests.support.prometheus import scrape

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cloudfs.errors import FsError
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.service.limits import MAX_REQUEST_BYTES, ClientSlots, ServerLimits, client_of
 from cloudfs.meta.service.server import META_SERVICE
 from cloudfs.types import ROOT_INODE

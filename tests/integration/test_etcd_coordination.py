@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.client import GrpcMeta, Invalidation
+from cloudfs.meta.client.grpc_meta import GrpcMeta, Invalidation
 from cloudfs.meta.engine.etcd_lock import EtcdMutex
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_etcd import EtcdKV

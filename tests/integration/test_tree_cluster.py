@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 
 from cloudfs.errors import FsError
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import VolumeClient, parse_tree_uri
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
 from cloudfs.meta.engine.kv_memory import MemoryKV
-from cloudfs.meta.remote import VolumeClient, parse_tree_uri
 from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
 from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
 from tests.support.memory_store import MemoryObjectStore

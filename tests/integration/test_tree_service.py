@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import VolumeClient, parse_tree_uri
 from cloudfs.meta.engine.kv_lmdb import LmdbKV
-from cloudfs.meta.remote import VolumeClient, parse_tree_uri
 from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes, VolumeSpec
 from cloudfs.types import ROOT_INODE, InodeId

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cloudfs.errors import FsError
-from cloudfs.meta.client import GrpcMeta
+from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.types import ROOT_INODE, AttrChanges, InodeId
 
 R = ROOT_INODE

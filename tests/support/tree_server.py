@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudfs.meta.remote import VolumeClient
+from cloudfs.meta.client.tree_uri import VolumeClient
 from cloudfs.meta.service.volumes import VolumeSpec
 from cloudfs.tls import ClientTLS
 

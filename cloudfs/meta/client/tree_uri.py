@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cloudfs.errors import UsageError
-from cloudfs.meta.client import ServiceClient
+from cloudfs.meta.client.grpc_meta import ServiceClient
 from cloudfs.meta.service.server import volume_from_pb, volume_to_pb
 from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
 from cloudfs.tls import ClientTLS
