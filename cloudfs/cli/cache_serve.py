@@ -45,7 +45,7 @@ from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.meta.client.tree_uri import parse_tree_address
-from cloudfs.meta.service.groups import validate_group_name, validate_member_address
+from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
 from cloudfs.peers.membership import (
     HEARTBEAT_SECONDS,

@@ -34,7 +34,7 @@ from cloudfs.meta.service.changes import WatchedKV, current_session
 from cloudfs.meta.service.limits import ServerLimits
 from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, RefuseChanges, SingleVolume
-from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.ufs.interface import ObjectStore
 
 log = logging.getLogger(__name__)

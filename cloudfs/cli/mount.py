@@ -15,7 +15,7 @@ from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
 from cloudfs.errors import FsError, UsageError
 from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
-from cloudfs.meta.service.groups import validate_group_name, validate_member_address
+from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.tls import ClientTLS, ServerTLS, load_server_tls
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri

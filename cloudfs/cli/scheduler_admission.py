@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.k8s.kube_api import ApiClaimResolver, KubeApi
     from cloudfs.k8s.tree_view import TreeServiceView
     from cloudfs.meta.cache_report import CacheReportClient
-    from cloudfs.meta.client.tree_uri import VolumeClient
+    from cloudfs.meta.client.volumes import VolumeClient
 
     server_logs.configure(args.debug)
     target = tree_target(args)

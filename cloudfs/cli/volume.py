@@ -19,8 +19,8 @@ from typing import Any
 
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import InvalidArgument, UsageError
-from cloudfs.meta.client.tree_uri import VolumeClient
-from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
+from cloudfs.meta.client.volumes import VolumeClient
+from cloudfs.meta.wire.volumes import VolumeSpec, validate_volume_name
 from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri
 

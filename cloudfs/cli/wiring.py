@@ -44,7 +44,8 @@ from cloudfs.meta.cache_report import (
     report_interval,
 )
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import TreeUri, VolumeClient, is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.meta.interface import ChangeSource, Meta
 from cloudfs.metrics import Metrics
 from cloudfs.ufs.factory import open_store

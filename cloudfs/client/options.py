@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import UsageError
 from cloudfs.meta.client.tree_uri import TreeUri, parse_tree_uri
-from cloudfs.meta.service.volumes import validate_volume_name
+from cloudfs.meta.wire.volumes import validate_volume_name
 from cloudfs.sizes import parse_size  # the command line's spelling of sizes
 from cloudfs.tls import ClientTLS, client_tls
 from cloudfs.tokens import Token

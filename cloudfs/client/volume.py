@@ -44,7 +44,7 @@ from cloudfs.errors import (
     NotFound,
 )
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
 from cloudfs.ufs.factory import open_store

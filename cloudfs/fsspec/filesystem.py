@@ -56,7 +56,7 @@ from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
 from cloudfs.fsspec.errors import os_error, translated
 from cloudfs.fsspec.files import CloudFile
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.types import Attr
 

@@ -16,7 +16,7 @@ from cloudfs.client.options import ClientOptions
 from cloudfs.client.volume import VolumeHandle
 from cloudfs.errors import FsError, NotFound, UsageError
 from cloudfs.gateway.errors import S3Error
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
 
 

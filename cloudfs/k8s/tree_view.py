@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cloudfs.errors import NotFound
 from cloudfs.meta.cache_report import CacheReportClient
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 
 
 class TreeServiceView:

@@ -23,7 +23,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 from cloudfs.cache.interface import BlockTier
-from cloudfs.meta.client.grpc_meta import ServiceClient
+from cloudfs.meta.client.channel import ServiceClient
 from cloudfs.peers.membership import Loop
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token

@@ -3,7 +3,7 @@
 The VFS talks to the tree only through this protocol, so the embedded
 implementation (``cloudfs.meta.embedded.EmbeddedMeta``: tree operations over an
 LMDB KV engine in the mount process) and the tree service's gRPC client
-(``cloudfs.meta.client.GrpcMeta``) are interchangeable. Every method is
+(``cloudfs.meta.client.grpc_meta.GrpcMeta``) are interchangeable. Every method is
 blocking and thread-safe; the VFS calls them through ``trio.to_thread.run_sync``.
 
 The tree mirrors the UFS: a directory backed by the UFS is listed on first use

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 
 from cloudfs.errors import FsError
-from cloudfs.meta.client.grpc_meta import ServiceClient
+from cloudfs.meta.client.channel import ServiceClient
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token
 from cloudfs.v1 import meta_pb2 as pb

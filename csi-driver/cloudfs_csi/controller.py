@@ -27,8 +27,9 @@ from cloudfs.errors import AlreadyExists as FsAlreadyExists
 from cloudfs.errors import FsError, NoAttribute, UsageError
 from cloudfs.errors import NotFound as FsNotFound
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import VolumeClient, is_tree_uri, parse_tree_uri
-from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
+from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
+from cloudfs.meta.wire.volumes import VolumeSpec, validate_volume_name
 from cloudfs.types import ROOT_INODE
 from cloudfs_csi import params as sc_params
 from cloudfs_csi.csi.v1 import csi_pb2 as csi

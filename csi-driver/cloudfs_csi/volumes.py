@@ -13,7 +13,8 @@ import os
 import re
 
 from cloudfs.errors import FsError, UsageError
-from cloudfs.meta.client.tree_uri import VolumeClient, is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi.cache_group import CACHE_TOKEN_KEYS
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs

@@ -7,7 +7,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from tests.csi.harness import Driver, Kubelet, capability
 from tests.support.tree_server import TreeServer

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.tls import load_client_tls
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from tests.csi.conftest import require_mounts

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from cloudfs.errors import FsError
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.service.limits import MAX_REQUEST_BYTES, ClientSlots, ServerLimits, client_of
-from cloudfs.meta.service.server import META_SERVICE
+from cloudfs.meta.service.limits import ClientSlots, ServerLimits, client_of
+from cloudfs.meta.wire.constants import MAX_REQUEST_BYTES, META_SERVICE
 from cloudfs.types import ROOT_INODE
 from cloudfs.v1 import meta_pb2 as pb
 from tests.fuzz.strategies import FUZZ

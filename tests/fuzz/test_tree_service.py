@@ -18,13 +18,8 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from cloudfs.meta.service.server import (
-    GROUP_SERVICE,
-    META_CALLS,
-    META_SERVICE,
-    SESSION_CALLS,
-    VOLUME_SERVICE,
-)
+from cloudfs.meta.service.server import META_CALLS, SESSION_CALLS
+from cloudfs.meta.wire.constants import GROUP_SERVICE, META_SERVICE, VOLUME_SERVICE
 from cloudfs.meta.wire.convert import status_of
 from cloudfs.v1 import meta_pb2 as pb
 from tests.fuzz.strategies import FUZZ, NAMES, TEXT, edge_ints, messages

@@ -13,8 +13,10 @@ from typing import Any
 import grpc
 
 from cloudfs.meta.engine.kv_lmdb import LmdbKV
-from cloudfs.meta.service.server import META_SERVICE, TreeServer
-from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.meta.service.server import TreeServer
+from cloudfs.meta.service.volumes import Volumes
+from cloudfs.meta.wire.constants import META_SERVICE
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.ufs.local import LocalObjectStore

@@ -12,13 +12,15 @@ from collections.abc import Iterator
 import pytest
 
 from cloudfs import errors
-from cloudfs.meta.client.grpc_meta import GrpcMeta, Invalidation
+from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.engine.etcd_lock import EtcdMutex
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_etcd import EtcdKV
 from cloudfs.meta.engine.kv_retry import write_txn
+from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service.server import TreeServer
-from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.meta.service.volumes import Volumes
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, AttrChanges
 from tests.support.etcd import EtcdCluster
 from tests.support.memory_store import MemoryObjectStore

@@ -24,7 +24,7 @@ from botocore.config import Config
 from cloudfs.cache.interface import BlockAsk
 from cloudfs.errors import AccessDenied, RemoteIOError, UsageError
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import VolumeClient
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
 from cloudfs.tls import ClientTLS, check_listener, is_loopback, load_client_tls

@@ -31,7 +31,8 @@ import pytest
 
 from cloudfs.errors import FsError
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import VolumeClient, parse_tree_uri
+from cloudfs.meta.client.tree_uri import parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine

@@ -15,10 +15,12 @@ import pytest
 
 from cloudfs import errors
 from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import VolumeClient, parse_tree_uri
+from cloudfs.meta.client.tree_uri import parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.meta.engine.kv_lmdb import LmdbKV
 from cloudfs.meta.service.server import TreeServer
-from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.meta.service.volumes import Volumes
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, InodeId
 from tests.support.memory_store import MemoryObjectStore
 from tests.support.tree_server import running_tree_server

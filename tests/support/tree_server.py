@@ -13,8 +13,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudfs.meta.client.tree_uri import VolumeClient
-from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.meta.client.volumes import VolumeClient
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.tls import ClientTLS
 
 _volumes = itertools.count()

@@ -6,7 +6,8 @@ import pytest
 
 from cloudfs.errors import InvalidArgument
 from cloudfs.meta.engine.kv_memory import MemoryKV
-from cloudfs.meta.service.groups import CacheGroups, validate_member_address
+from cloudfs.meta.service.groups import CacheGroups
+from cloudfs.meta.wire.groups import validate_member_address
 
 SECOND = 10**9
 

@@ -19,7 +19,7 @@ from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import WatchedKV
 from cloudfs.meta.service.single import LOCAL_VOLUME, MountFeed, SingleVolume
-from cloudfs.meta.service.volumes import VolumeSpec
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.tokens import TokenFile
 from cloudfs.types import ROOT_INODE, InodeId
 from tests.support.memory_store import MemoryObjectStore

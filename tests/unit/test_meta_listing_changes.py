@@ -14,7 +14,8 @@ from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.interface import ChangeSource, Invalidation
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.changes import Change, ChangeFeed
-from cloudfs.meta.service.volumes import Volumes, VolumeSpec
+from cloudfs.meta.service.volumes import Volumes
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, InodeId
 from tests.support.memory_store import MemoryObjectStore
 from tests.support.meta_world import TTL, FakeClock

@@ -1,4 +1,5 @@
-"""Reaching the tree service: ``grpc://HOST:PORT/VOLUME`` URIs and the volume admin client."""
+"""``grpc://HOST:PORT/VOLUME``: how mounts, the CSI driver and the CLI name a volume of the
+tree service, and ``grpc://HOST:PORT`` the service itself."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cloudfs.errors import UsageError
-from cloudfs.meta.client.grpc_meta import ServiceClient
-from cloudfs.meta.service.server import volume_from_pb, volume_to_pb
-from cloudfs.meta.service.volumes import VolumeSpec, validate_volume_name
-from cloudfs.tls import ClientTLS
-from cloudfs.tokens import Token
-from cloudfs.v1 import meta_pb2 as pb
-from cloudfs.v1 import meta_pb2_grpc as rpc
+from cloudfs.meta.wire.volumes import validate_volume_name
 
 SCHEME = "grpc"
 
@@ -58,30 +53,3 @@ def parse_tree_address(uri: str, what: str) -> str:
         raise UsageError(f"{what} wants grpc://HOST:PORT, not {uri!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{host}:{port}"
-
-
-class VolumeClient(ServiceClient):
-    """``cloudfs volume ...`` and mounts: the VolumeService of one tree server."""
-
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: Token | None = None,
-        timeout: float = 30.0,
-        tls: ClientTLS | None = None,
-    ) -> None:
-        super().__init__(address, rpc.VolumeServiceStub, token=token, timeout=timeout, tls=tls)
-
-    def create(self, spec: VolumeSpec) -> VolumeSpec:
-        return volume_from_pb(self._call("CreateVolume", volume_to_pb(spec)), created=True)
-
-    def get(self, name: str) -> VolumeSpec:
-        return volume_from_pb(self._call("GetVolume", pb.VolumeRef(volume=name)), created=True)
-
-    def list(self) -> list[VolumeSpec]:
-        reply = self._call("ListVolumes", pb.Empty())
-        return [volume_from_pb(v, created=True) for v in reply.volumes]
-
-    def delete(self, name: str) -> None:
-        self._call("DeleteVolume", pb.VolumeRef(volume=name))

@@ -2,8 +2,8 @@
 
 Message sizes: a request is at most ``MAX_REQUEST_BYTES`` (the largest real
 one, a SetXattr value or a 4 KiB symlink target, is far smaller) and a reply
-at most ``MAX_REPLY_BYTES`` (a ReadDir page); clients (``meta/client.py``)
-use the same two values the other way round. A larger message is refused by
+at most ``MAX_REPLY_BYTES`` (a ReadDir page); clients use the same two values
+the other way round (both from ``meta/wire/constants.py``). A larger message is refused by
 gRPC itself with RESOURCE_EXHAUSTED before any handler runs.
 
 Calls in flight: ``ClientLimiter``, a server interceptor, lets each client
@@ -32,10 +32,7 @@ from typing import Any
 
 import grpc
 
-MiB = 1024 * 1024
-MAX_REQUEST_BYTES = 4 * MiB
-MAX_REPLY_BYTES = 64 * MiB
-ERRNO_KEY = "cloudfs-errno"  # as convert.ERRNO_KEY; not imported, to keep this module a leaf
+from cloudfs.meta.wire.constants import ERRNO_KEY, MAX_REPLY_BYTES, MAX_REQUEST_BYTES
 
 
 @dataclass(frozen=True, slots=True)

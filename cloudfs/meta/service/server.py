@@ -39,8 +39,17 @@ from cloudfs.meta.service.cache_reports import CacheReports
 from cloudfs.meta.service.decoding import decoder, refuse_undecodable
 from cloudfs.meta.service.groups import CacheGroups
 from cloudfs.meta.service.limits import ClientLimiter, ServerLimits
-from cloudfs.meta.service.volumes import VolumeSet, VolumeSpec
+from cloudfs.meta.service.volumes import VolumeSet
 from cloudfs.meta.wire import convert as cv
+from cloudfs.meta.wire.constants import (
+    ERRNO_KEY,
+    GROUP_SERVICE,
+    META_SERVICE,
+    REPORT_SERVICE,
+    SESSION_KEY,
+    VOLUME_SERVICE,
+)
+from cloudfs.meta.wire.volumes import volume_from_pb, volume_to_pb
 from cloudfs.tls import ServerTLS
 from cloudfs.tokens import Token, accepts, token_source
 from cloudfs.types import InodeId
@@ -48,10 +57,6 @@ from cloudfs.v1 import meta_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-META_SERVICE = "cloudfs.v1.MetaService"
-VOLUME_SERVICE = "cloudfs.v1.VolumeService"
-GROUP_SERVICE = "cloudfs.v1.CacheGroupService"
-REPORT_SERVICE = "cloudfs.v1.CacheReportService"
 
 Call = Callable[[EmbeddedMeta, Any], Any]
 SessionCall = Callable[[EmbeddedMeta, Any, str], Any]  # also given the caller's session
@@ -171,27 +176,9 @@ SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
 }  # fmt: skip
 
 
-SESSION_KEY = "cloudfs-session"
 WATCH_POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 10.0  # Watch streams send one at least this often
 JANITOR_SECONDS = 10.0  # how often expired sessions are ended
-
-
-def volume_to_pb(v: VolumeSpec) -> pb.Volume:
-    return pb.Volume(
-        name=v.name, ufs_uri=v.ufs_uri, meta_ttl=v.meta_ttl, default_uid=v.default_uid,
-        default_gid=v.default_gid, file_mode=v.file_mode, dir_mode=v.dir_mode,
-        created_ns=v.created_ns,
-    )  # fmt: skip
-
-
-def volume_from_pb(m: pb.Volume, *, created: bool = False) -> VolumeSpec:
-    """A volume from the wire; ``created``: it came from the server (keep its creation time)."""
-    return VolumeSpec(
-        name=m.name, ufs_uri=m.ufs_uri, meta_ttl=m.meta_ttl or 5.0, default_uid=m.default_uid,
-        default_gid=m.default_gid, file_mode=m.file_mode or 0o644, dir_mode=m.dir_mode or 0o755,
-        created_ns=m.created_ns if created else 0,
-    )  # fmt: skip
 
 
 def _deleted(volumes: VolumeSet, name: str) -> pb.Empty:
@@ -338,7 +325,7 @@ class TreeServer:
         try:
             feed = self._volumes.feed(request.volume)
         except FsError as exc:
-            context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
+            context.set_trailing_metadata(((ERRNO_KEY, str(exc.errno)),))
             context.abort(cv.status_of(exc.errno), str(exc))
         sub = feed.subscribe(request.session)
         quiet_since = time.monotonic()
@@ -414,11 +401,11 @@ class TreeServer:
             try:
                 return handle(request, context)
             except FsError as exc:
-                context.set_trailing_metadata(((cv.ERRNO_KEY, str(exc.errno)),))
+                context.set_trailing_metadata(((ERRNO_KEY, str(exc.errno)),))
                 context.abort(cv.status_of(exc.errno), cv.printable(str(exc) or type(exc).__name__))
             except Exception:
                 log.exception("%s failed", name)
-                context.set_trailing_metadata(((cv.ERRNO_KEY, str(errno.EIO)),))
+                context.set_trailing_metadata(((ERRNO_KEY, str(errno.EIO)),))
                 context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error")
 
         return grpc.unary_unary_rpc_method_handler(

@@ -42,8 +42,9 @@ from cloudfs.meta.engine.kv import KVEngine
 from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.service.changes import Change, ChangeFeed
-from cloudfs.meta.service.volumes import VolumeSpec
 from cloudfs.meta.wire import convert as cv
+from cloudfs.meta.wire.constants import ERRNO_KEY
+from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import InodeId
 
 LOCAL_VOLUME = "local"
@@ -135,5 +136,5 @@ class RefuseChanges(grpc.ServerInterceptor):  # type: ignore[misc]  # grpc is un
 
 
 def _refuse(request: bytes, context: grpc.ServicerContext) -> None:
-    context.set_trailing_metadata(((cv.ERRNO_KEY, str(errno.EROFS)),))
+    context.set_trailing_metadata(((ERRNO_KEY, str(errno.EROFS)),))
     context.abort(cv.status_of(errno.EROFS), "the mount is read-only")

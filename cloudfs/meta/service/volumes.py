@@ -26,11 +26,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
 from typing import Protocol
 
-from cloudfs.errors import AlreadyExists, InvalidArgument, NotFound
+from cloudfs.errors import AlreadyExists, NotFound
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn, SharedKV
@@ -38,33 +38,12 @@ from cloudfs.meta.engine.kv_prefixed import PrefixedKV
 from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.service.change_pump import ChangePump
 from cloudfs.meta.service.changes import ChangeFeed, WatchedKV, listing_changed
+from cloudfs.meta.wire.volumes import VolumeSpec, validate_volume_name
 from cloudfs.ufs.interface import ObjectStore
 
 VOLUME_PREFIX = b"V:"
 TREE_PREFIX = b"T"
 DELETE_BATCH = 500
-MAX_NAME = 63
-
-
-@dataclass(frozen=True, slots=True)
-class VolumeSpec:
-    name: str
-    ufs_uri: str
-    meta_ttl: float = 5.0
-    default_uid: int = 0
-    default_gid: int = 0
-    file_mode: int = 0o644
-    dir_mode: int = 0o755
-    created_ns: int = 0
-    tree_id: str = ""  # hex; the tree's keys start with TREE_PREFIX + bytes.fromhex(tree_id)
-
-
-def validate_volume_name(name: str) -> None:
-    ok = name and len(name) <= MAX_NAME and all(c.isalnum() or c in "-_." for c in name)
-    if not ok or name.startswith("."):
-        raise InvalidArgument(
-            f"bad volume name {name!r}: 1-{MAX_NAME} letters, digits, '-', '_' or '.'"
-        )
 
 
 class Volumes:

@@ -17,8 +17,6 @@ from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.v1 import meta_pb2 as pb
 
-ERRNO_KEY = "cloudfs-errno"
-
 _STATUS = {
     E.ENOENT: grpc.StatusCode.NOT_FOUND,
     E.EEXIST: grpc.StatusCode.ALREADY_EXISTS,
