@@ -95,5 +95,5 @@ class MountConfig:
     tls: ClientTLS | None = None  # TLS to the tree service and the cache group's members
     group_serve_tls: ServerTLS | None = None  # what cache.group_serve serves TLS with
     # grpc:// mounts: serve the blocks to this user's other processes on this node
-    # (cloudfs.client: fsspec, the S3 gateway) over a UNIX socket (cli/local_blocks.py).
+    # (cloudfs.client: fsspec, the S3 gateway) over a UNIX socket (mount/local_blocks.py).
     local_blocks: bool = True

@@ -39,14 +39,15 @@ from typing import Any
 from cloudfs.cache.admission import POLICIES, make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
-from cloudfs.cli import checks, server_logs, tls_flags
-from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
+from cloudfs.cli import server_logs, tls_flags
 from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
+from cloudfs.mount import checks
 from cloudfs.peers.membership import (
     HEARTBEAT_SECONDS,
     TTL_HEARTBEATS,

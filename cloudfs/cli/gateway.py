@@ -25,10 +25,10 @@ import threading
 from typing import Any
 
 from cloudfs.cli import server_logs, tls_flags
-from cloudfs.cli.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.gateway.errors import S3Error
+from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,15 @@ import os
 from typing import Any
 
 from cloudfs.cache.admission import POLICIES
-from cloudfs.cli import checks, mount_options, runtime, tls_flags
+from cloudfs.cli import mount_options, tls_flags
 from cloudfs.cli.daemon import run_detached
-from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import CacheConfig, MountConfig, S3Config, WriteConfig
 from cloudfs.errors import FsError, UsageError
+from cloudfs.lib.endpoints import parse_host_port, parse_members
 from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
 from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
+from cloudfs.mount import checks, runtime
 from cloudfs.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.tls import ClientTLS, ServerTLS, load_server_tls
 from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     checks.check_mountpoint(config.mountpoint)
     checks.check_fuse_device()
-    from cloudfs.cli.wiring import mount_filesystem  # heavy imports after validation
+    from cloudfs.mount.assembly import mount_filesystem  # heavy imports after validation
 
     if config.foreground:
         _setup_logging(config, foreground=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from cloudfs.errors import UsageError
+from cloudfs.mount.option_names import IGNORED, O_OPTIONS
 
 READAHEAD_MODES = ("stream", "ranges")
 WRITE_MODES = ("through", "back")
@@ -18,63 +19,6 @@ DATASET_MODES = ("auto", "on", "off")
 # the consistency points, long in dataset mode, where changes are pushed.
 META_TTL_DEFAULT = 5.0
 META_TTL_DATASET_DEFAULT = 300.0
-
-# -o name -> (argparse dest, takes a value)
-O_OPTIONS: dict[str, tuple[str, bool]] = {
-    "ro": ("read_only", False),
-    "read_only": ("read_only", False),
-    "allow_other": ("allow_other", False),
-    "foreground": ("foreground", False),
-    "debug": ("debug", False),
-    "cache_dir": ("cache_dir", True),
-    "cache_size": ("cache_size", True),
-    "block_cache_dirs": ("block_cache_dirs", True),
-    "free_space_ratio": ("free_space_ratio", True),
-    "cache_policy": ("cache_policy", True),
-    "memory_cache_size": ("memory_cache_size", True),
-    "block_size": ("block_size", True),
-    "readahead_blocks": ("readahead_blocks", True),
-    "readahead_mode": ("readahead_mode", True),
-    "order_window_files": ("order_window_files", True),
-    "order_window_size": ("order_window_size", True),
-    "order_parallel": ("order_parallel", True),
-    "meta_ttl": ("meta_ttl", True),
-    "dataset_mode": ("dataset_mode", True),
-    "uid": ("uid", True),
-    "gid": ("gid", True),
-    "file_mode": ("file_mode", True),
-    "dir_mode": ("dir_mode", True),
-    "s3_endpoint": ("s3_endpoint", True),
-    "s3_region": ("s3_region", True),
-    "s3_timeout": ("s3_timeout", True),
-    "log_file": ("log_file", True),
-    "metrics": ("metrics", True),
-    "write_mode": ("write_mode", True),
-    "upload_delay": ("upload_delay", True),
-    "upload_deadline": ("upload_deadline", True),
-    "upload_concurrency": ("upload_concurrency", True),
-    "drain_timeout": ("drain_timeout", True),
-    "staging_dir": ("staging_dir", True),
-    "token_file": ("token_file", True),
-    "cache_peers": ("cache_peers", True),
-    "cache_token_file": ("cache_token_file", True),
-    "cache_group_serve_cert": ("cache_group_serve_cert", True),
-    "cache_group_serve_key": ("cache_group_serve_key", True),
-    "tls_ca": ("tls_ca", True),
-    "tls_cert": ("tls_cert", True),
-    "tls_key": ("tls_key", True),
-    "cache_group": ("cache_group", True),
-    "cache_group_serve": ("cache_group_serve", True),
-    "staging_size": ("staging_size", True),
-    "staging_wait": ("staging_wait", True),
-    "no_local_blocks": ("no_local_blocks", False),
-}
-IGNORED = {
-    "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
-    "exec", "noexec", "suid", "nosuid", "dev", "nodev", "async", "atime", "relatime",
-    "noatime", "nodiratime", "default_permissions",
-}  # fmt: skip
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(

@@ -19,9 +19,9 @@ import logging
 from typing import Any
 
 from cloudfs.cli import server_logs
-from cloudfs.cli.endpoints import parse_host_port
 from cloudfs.cli.tree_flags import add_tree_flags, tree_target
 from cloudfs.errors import StartupError
+from cloudfs.lib.endpoints import parse_host_port
 
 log = logging.getLogger("cloudfs.k8s")
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.k8s.extender import Extender
     from cloudfs.k8s.kube_api import ApiClaimResolver, KubeApi
     from cloudfs.k8s.server import ExtenderServer
-    from cloudfs.meta.cache_report import CacheReportClient
+    from cloudfs.mount.cache_report import CacheReportClient
 
     server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")

@@ -16,10 +16,11 @@ import subprocess
 import sys
 from typing import Any
 
-from cloudfs.cli import flush, runtime
-from cloudfs.cli.checks import is_mounted
+from cloudfs.cli import flush
 from cloudfs.control import client
 from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.mount import runtime
+from cloudfs.mount.checks import is_mounted
 from cloudfs.sizes import parse_seconds
 
 

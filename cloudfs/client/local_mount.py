@@ -1,7 +1,7 @@
 """LocalMount: blocks of a volume through a running mount of it on this node.
 
 A ``grpc://`` mount serves its blocks to its user's other processes on a UNIX
-socket (``cloudfs.cli.local_blocks``: ``CacheServer``, the block wire of
+socket (``cloudfs.mount.local_blocks``: ``CacheServer``, the block wire of
 ``cloudfs.peers.wire``). Reading through it, every process of the node shares
 the mount's memory and disk tiers: a block any of them (or the mount itself)
 read is not fetched again, and a forked DataLoader worker starts with a warm

@@ -1,7 +1,7 @@
 """``UnixHTTPConnection``: ``http.client``'s connection over a UNIX socket.
 
 A mount serves its blocks to the node's processes with the HTTP/1.1 block wire
-of ``cloudfs.peers.wire`` on a socket file (``cloudfs.cli.local_blocks``); only
+of ``cloudfs.peers.wire`` on a socket file (``cloudfs.mount.local_blocks``); only
 the connecting differs from TCP, so only ``connect`` is overridden and
 everything else (keep-alive, interim 100 Continue skipped, ``Content-Length``)
 is the standard library's.

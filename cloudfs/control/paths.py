@@ -78,6 +78,6 @@ def tree_socket(mountpoint: str) -> Path:
     """The gRPC tree service (``unix:`` address) of an embedded mount, for ``cloudfs:///PATH``.
 
     Mode 0600 like the control socket: only the mount's user reaches the tree
-    through it (``cloudfs.cli.local_tree``).
+    through it (``cloudfs.mount.local_tree``).
     """
     return pid_file(mountpoint).with_suffix(".tree")

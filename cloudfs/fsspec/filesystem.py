@@ -47,7 +47,6 @@ from typing import Any, ClassVar
 from fsspec.spec import AbstractFileSystem
 
 from cloudfs import mountinfo
-from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.client import local
 from cloudfs.client.options import NO_SERVER, client_options
 from cloudfs.client.readahead import SequentialReads
@@ -56,6 +55,7 @@ from cloudfs.errors import NotFound, StartupError, UsageError
 from cloudfs.fsspec.connections import Connections
 from cloudfs.fsspec.errors import os_error, translated
 from cloudfs.fsspec.files import CloudFile
+from cloudfs.lib.endpoints import serve_metrics
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
 from cloudfs.types import Attr

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.errors import FsError, UsageError
+from cloudfs.lib.endpoints import parse_host_port, parse_members
 from cloudfs.meta.client.tree_uri import is_tree_uri
 from cloudfs.meta.wire.groups import validate_group_name
 from cloudfs_csi.errors import InvalidArgument

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from cloudfs.cli import runtime
+from cloudfs.mount import runtime
 from cloudfs_csi.errors import Internal
 from cloudfs_csi.redact import scrub
 from cloudfs_csi.tls import TlsFiles

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from cloudfs.cli.mount_options import IGNORED, O_OPTIONS
+from cloudfs.mount.option_names import IGNORED, O_OPTIONS
 from cloudfs_csi.cache_group import check_option
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.errors import InvalidArgument

@@ -234,7 +234,7 @@ def force_unmount_all(root: Path) -> None:
 
 
 def fuse_pid(staging: Path) -> int:
-    from cloudfs.cli import runtime
+    from cloudfs.mount import runtime
 
     pid = runtime.read_pid(os.path.realpath(staging))
     assert pid is not None, f"no pid file for {staging}"

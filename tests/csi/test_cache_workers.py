@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("yaml", reason="needs PyYAML (csi-driver[test])")
 
 from cloudfs.cli import cache_serve
-from cloudfs.cli.endpoints import parse_host_port
+from cloudfs.lib.endpoints import parse_host_port
 from cloudfs.sizes import parse_size
 from cloudfs_csi.cache_group import validate_group
 from tests.csi.manifests import one

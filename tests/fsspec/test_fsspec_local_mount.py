@@ -1,6 +1,6 @@
 """``cloudfs://`` reads through a running mount of the volume on the same node: a
 ``grpc://`` volume in a bucket of the test S3 server, a real FUSE mount of it (which
-serves its blocks on a UNIX socket, ``cli/local_blocks.py``), and fsspec filesystem
+serves its blocks on a UNIX socket, ``mount/local_blocks.py``), and fsspec filesystem
 objects that count their own object-store requests (``fs.metrics``). The mount's
 counters come from its ``--metrics`` endpoint."""
 
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from cloudfs.cli import runtime
 from cloudfs.control import paths
 from cloudfs.fsspec import CloudFileSystem
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
+from cloudfs.mount import runtime
 from tests.support.mounts import Backing, Mount, mounted
 from tests.support.prometheus import scrape
 from tests.support.servers import S3Server, free_port

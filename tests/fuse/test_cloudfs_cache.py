@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudfs.cli.runtime import read_pid
+from cloudfs.mount.runtime import read_pid
 from tests.fuse.conftest import MountFactory
 from tests.support.faults_proxy import FaultsProxy, running_proxy
 from tests.support.mounts import Backing, Mount, mounted

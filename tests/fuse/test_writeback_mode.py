@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cloudfs.cli.runtime import read_pid, wait_for_exit
+from cloudfs.mount.runtime import read_pid, wait_for_exit
 from tests.support.faults_proxy import FaultsProxy, running_proxy
 from tests.support.mounts import Backing, Mount, force_unmount, mounted
 

@@ -19,11 +19,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cloudfs.cli import mount_options
-from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.cli.main import build_parser
 from cloudfs.cli.meta_serve import count_flag, is_loopback
 from cloudfs.cli.mount import config_from_args
 from cloudfs.errors import UsageError
+from cloudfs.lib.endpoints import parse_host_port, parse_members
 from cloudfs.sizes import parse_mode, parse_seconds, parse_size
 from tests.fuzz.strategies import FUZZ
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cloudfs import mountinfo
-from cloudfs.cli import runtime
+from cloudfs.mount import runtime
 from tests.support.mounts import force_unmount, world_traversable_tmpdir
 from tests.support.servers import S3Server, running_s3_server
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cloudfs import mountinfo
-from cloudfs.cli import runtime
+from cloudfs.mount import runtime
 from tests.support.mounts import Backing, force_unmount, mounted, world_traversable_tmpdir
 from tests.support.servers import S3Server, free_port, running_s3_server
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from cloudfs.cli import runtime
 from cloudfs.control import paths
+from cloudfs.mount import runtime
 from tests.support.mounts import Backing, Mount, mounted
 from tests.support.servers import S3Server
 

@@ -1,6 +1,6 @@
 """``cloudfs.client`` reading through a mount's block socket, in one process: a real
 ``CacheServer`` on a UNIX socket over a ``BlockWorker`` on a ``file://`` store (what
-``cli/local_blocks.py`` builds in a mount), and a real ``BlockFetcher`` with its
+``mount/local_blocks.py`` builds in a mount), and a real ``BlockFetcher`` with its
 ``LocalMount``. No FUSE (tests/fsspec/test_fsspec_local_mount.py has the whole thing):
 what is counted here is the client's own store requests (``MeteredObjectStore``).
 """

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cloudfs.meta.cache_report import INTERVAL_ENV, NODE_ENV, CacheReportClient
+from cloudfs.mount.cache_report import INTERVAL_ENV, NODE_ENV, CacheReportClient
 from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
 from tests.support.tree_server import TreeServer
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cloudfs.meta.cache_report import CacheReportClient
+from cloudfs.mount.cache_report import CacheReportClient
 from tests.k8s.conftest import post, recorded, running_extender
 from tests.support.tree_server import TreeServer
 

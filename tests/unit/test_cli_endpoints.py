@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cloudfs.cli.endpoints import parse_host_port, parse_members
 from cloudfs.errors import UsageError
+from cloudfs.lib.endpoints import parse_host_port, parse_members
 
 
 def test_host_port() -> None:

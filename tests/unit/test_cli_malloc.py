@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from cloudfs.cli.malloc import bound_malloc
+from cloudfs.mount.malloc import bound_malloc
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt settings are glibc's")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from cloudfs.cli import runtime
+from cloudfs.mount import runtime
 
 
 def test_a_zombie_counts_as_exited() -> None:

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from cloudfs.cli import stats
-from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.main import main
 from cloudfs.cli.stats_source import endpoint_url, is_endpoint
 from cloudfs.cli.stats_view import Interval, parse_snapshot, render, snapshot_json
+from cloudfs.lib.endpoints import serve_metrics
 from cloudfs.metrics import Metrics
 from tests.support.servers import free_port
 

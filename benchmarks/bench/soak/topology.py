@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudfs.cli.runtime import read_pid
+from cloudfs.mount.runtime import read_pid
 from tests.support.cache_workers import CacheWorker, running_cache_worker
 from tests.support.etcd import EtcdCluster, running_etcd
 from tests.support.faults_proxy import FaultsProxy, running_proxy

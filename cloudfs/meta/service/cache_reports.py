@@ -1,6 +1,6 @@
 """CacheReports: which nodes cache how many bytes of each volume, as the mounts said.
 
-Every grpc:// mount reports every few seconds (``cloudfs/meta/cache_report.py``)
+Every grpc:// mount reports every few seconds (``cloudfs/mount/cache_report.py``)
 the bytes of its volume that its caches hold, with its node name and a
 reporter id of its own (its tree session). The scheduler extender
 (``cloudfs/k8s``) asks, per volume, for the bytes per node and places a pod

@@ -13,12 +13,6 @@ from cloudfs.cache.admission import make_admission
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.interface import BlockTier
 from cloudfs.cache.memory import MemoryBlockCache
-from cloudfs.cli import checks, runtime
-from cloudfs.cli.endpoints import serve_metrics
-from cloudfs.cli.group_wiring import mount_group
-from cloudfs.cli.local_blocks import local_blocks
-from cloudfs.cli.local_tree import LocalTree, local_volume, open_local_tree
-from cloudfs.cli.malloc import bound_malloc
 from cloudfs.config import MountConfig, WriteConfig
 from cloudfs.control import paths
 from cloudfs.control.cache_ops import CacheControl
@@ -36,18 +30,24 @@ from cloudfs.errors import FsError, StartupError
 from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
-from cloudfs.meta.cache_report import (
+from cloudfs.lib.endpoints import serve_metrics
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
+from cloudfs.meta.client.volumes import VolumeClient
+from cloudfs.meta.interface import ChangeSource, Meta
+from cloudfs.metrics import Metrics
+from cloudfs.mount import checks, runtime
+from cloudfs.mount.cache_group import mount_group
+from cloudfs.mount.cache_report import (
     CacheReportClient,
     CacheReporter,
     held_bytes,
     node_name,
     report_interval,
 )
-from cloudfs.meta.client.grpc_meta import GrpcMeta
-from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
-from cloudfs.meta.client.volumes import VolumeClient
-from cloudfs.meta.interface import ChangeSource, Meta
-from cloudfs.metrics import Metrics
+from cloudfs.mount.local_blocks import local_blocks
+from cloudfs.mount.local_tree import LocalTree, local_volume, open_local_tree
+from cloudfs.mount.malloc import bound_malloc
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs

@@ -25,9 +25,9 @@ import logging
 from dataclasses import dataclass, field
 
 from cloudfs.cache.interface import BlockTier
-from cloudfs.cli.endpoints import check_can_listen, parse_host_port
 from cloudfs.config import MountConfig
 from cloudfs.errors import FsError, StartupError
+from cloudfs.lib.endpoints import check_can_listen, parse_host_port
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
