@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import IO
+from contextlib import ExitStack
 
 import trio
 
@@ -62,49 +62,69 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     """Mount ``config`` and return the function that serves it until unmounted.
 
     Everything that can fail for a user's reason (bucket, credentials, cache
-    directory, the mount itself) fails here, before the caller detaches.
+    directory, the mount itself) fails here, before the caller detaches. What
+    was opened is closed on one ``ExitStack``, in reverse: at once if the
+    assembly fails, else when the returned function ends.
     """
     bound_malloc()  # before any worker thread exists
+    with ExitStack() as stack:
+        serve = _assemble(config, stack)
+        teardown = stack.pop_all()  # from here, the returned function owns it
+
+    def serve_then_close() -> int:
+        try:
+            with teardown:
+                return serve()
+        finally:
+            log.info("unmounted %s", config.mountpoint)
+
+    return serve_then_close
+
+
+def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
+    """Build every layer, pushing each one's close onto ``stack`` as it is made: what is
+    made later is closed first (the change stream before the tree session it reads, the
+    cache group before the tree session it is listed in, the tree before the cache locks)."""
     cache_dir = config.cache.cache_dir
     staging_root = config.write.staging_dir or cache_dir
     held = {cache_dir, *config.cache.disk_dirs, staging_root}  # one mount each
-    locks = [checks.lock_cache_dir(d) for d in sorted(held)]
+    for directory in sorted(held):
+        stack.enter_context(checks.lock_cache_dir(directory))
     metrics = Metrics()
     meta: Meta
     local: LocalTree | None = None  # an embedded tree, served to local processes too
-    reporter: CacheReporter | None = None  # tells the tree service what this node caches
     if is_tree_uri(config.ufs_uri):  # the tree lives in the tree service; the data in its UFS
         tree = parse_tree_uri(config.ufs_uri)
-        ufs_uri = _volume_ufs(tree, config)
-        data_uri = ufs_uri
-        store = MeteredObjectStore(open_store(ufs_uri, config.s3), metrics)
+        data_uri = _volume_ufs(tree, config)
+        store = MeteredObjectStore(open_store(data_uri, config.s3), metrics)
         store.check()
-        grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
-        try:
-            grpc_meta.start_session()
-        except FsError as e:
-            grpc_meta.close()
-            raise StartupError(f"cannot mount {tree.normalized}: {e}") from None
-        meta = grpc_meta
+        meta = _tree_session(tree, config, stack)
     else:
         data_uri = config.ufs_uri
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
         store.check()
         local = open_local_tree(os.path.join(cache_dir, "meta"), store, config)
         meta = local.meta
+        stack.callback(meta.close)
     if config.metrics_address:
         serve_metrics(config.metrics_address, metrics)
     ledger = PrefetchLedger(metrics)
     memory = MemoryBlockCache(config.cache.memory_bytes, metrics, on_drop=ledger.dropped)
     disk = _disk_tier(config, metrics)
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
-    if isinstance(meta, GrpcMeta):
+    stack.callback(group.close)  # leaves the group before the tree session ends
+    starts: list[Callable[[], None]] = [group.start]
+    if isinstance(meta, GrpcMeta):  # tell the tree service what this node caches
         reporter = _cache_reporter(config, meta.session, (memory, disk))
-    peers = group.peers
+        stack.callback(reporter.close)
+        starts.append(reporter.start)
     blocks_socket = local_blocks(config, data_uri, store, (memory, disk), metrics)
+    if blocks_socket is not None:
+        stack.callback(blocks_socket.stop)  # removes the socket: local processes read the store
+        starts.append(blocks_socket.start)
     reader = ObjectReader(
         store, memory, disk, config.cache, metrics, config.store_id,
-        trio.CapacityLimiter(32), ledger=ledger, peers=peers,
+        trio.CapacityLimiter(32), ledger=ledger, peers=group.peers,
     )  # fmt: skip
     board = JobBoard(meta, reader, disk, metrics, _order_window(config))
     reader.watch = board
@@ -114,13 +134,7 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
     owed = journal.recover()
     if owed:
         log.info("write-back journal: %d closed files still to upload", len(owed))
-    vfs = Vfs(
-        meta,
-        store,
-        reader,
-        staging,
-        read_only=config.read_only,
-    )
+    vfs = Vfs(meta, store, reader, staging, read_only=config.read_only)
     uploader = Uploader(
         journal,
         store,
@@ -151,43 +165,40 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         allow_other=config.allow_other,
         debug=config.debug,
     )
-    try:
-        session.start(ops, config.mountpoint, options)
-    except BaseException:
-        meta.close()
-        group.close()
-        if reporter is not None:
-            reporter.close()
-        if blocks_socket is not None:
-            blocks_socket.stop()
-        _close_all(locks)
-        raise
-    pid_path = runtime.write_pid(config.mountpoint)
-    # The tree tells this mount what changed behind its back: other mounts' commits
-    # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
-    changes: ChangeSource = local or meta  # local: also what the tree socket's clients commit
-    invalidator = Invalidator(changes, metrics, vfs.forget_version)
-    tree_socket = paths.tree_socket(config.mountpoint)
-    if local is not None:
-        local.serve(tree_socket, local_volume(config, data_uri), read_only=config.read_only)
-    control = ControlServer(
-        paths.control_socket(config.mountpoint),
-        {
-            **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
-            **RefreshControl(meta, invalidator.apply).handlers(),
-            **writeback.handlers(),
-            **DescribeControl(describe_mount(config, data_uri, str(tree_socket))).handlers(),
-        },
-    )
-    control_socket = control.bind()
-    hint_ops = HintControl(meta, reader, board)
-    hints = ControlServer(
-        paths.hints_socket(config.mountpoint),
-        hint_ops.handlers(),
-        stream_handlers=hint_ops.stream_handlers(),
-        shared=True,
-    )
-    hints_socket = hints.bind()
+    session.start(ops, config.mountpoint, options)
+    with ExitStack() as mounted:  # a failure from here on unmounts again
+        mounted.callback(session.stop, unmount=True)
+        pid_path = runtime.write_pid(config.mountpoint)
+        stack.callback(pid_path.unlink, missing_ok=True)
+        # The tree tells this mount what changed behind its back: other mounts' commits
+        # (close-to-open), and what a re-listing of the UFS found; so does cloudfs refresh.
+        changes: ChangeSource = local or meta  # local: also what the tree socket's clients commit
+        invalidator = Invalidator(changes, metrics, vfs.forget_version)
+        tree_socket = paths.tree_socket(config.mountpoint)
+        if local is not None:
+            local.serve(tree_socket, local_volume(config, data_uri), read_only=config.read_only)
+            stack.callback(local.close)  # no more calls through the socket; the file goes
+        stack.callback(invalidator.stop)  # first: before meta.close(), which ends its stream
+        starts.insert(0, invalidator.start)
+        control = ControlServer(
+            paths.control_socket(config.mountpoint),
+            {
+                **CacheControl(meta, reader, metrics, _facts(config, open_path)).handlers(),
+                **RefreshControl(meta, invalidator.apply).handlers(),
+                **writeback.handlers(),
+                **DescribeControl(describe_mount(config, data_uri, str(tree_socket))).handlers(),
+            },
+        )
+        control_socket = control.bind()
+        hint_ops = HintControl(meta, reader, board)
+        hints = ControlServer(
+            paths.hints_socket(config.mountpoint),
+            hint_ops.handlers(),
+            stream_handlers=hint_ops.stream_handlers(),
+            shared=True,
+        )
+        hints_socket = hints.bind()
+        mounted.pop_all()  # mounted: from here the serving function unmounts
     log.info("mounted %s on %s (cache %s)", config.ufs_uri, config.mountpoint, cache_dir)
 
     async def start_background(nursery: trio.Nursery) -> None:
@@ -208,31 +219,24 @@ def mount_filesystem(config: MountConfig) -> Callable[[], int]:
         await writeback.drain_before_exit()
 
     def serve() -> int:
-        try:
-            invalidator.start()
-            group.start()
-            if reporter is not None:
-                reporter.start()
-            if blocks_socket is not None:
-                blocks_socket.start()
-            signalled = trio.run(session.serve, start_background, before_stop)
-            session.stop(unmount=signalled)
-        finally:
-            invalidator.stop()  # before meta.close(), which ends its stream
-            if local is not None:
-                local.close()  # no more calls through the socket; the socket file goes
-            group.close()  # leaves the group before the tree session ends
-            if reporter is not None:
-                reporter.close()
-            if blocks_socket is not None:
-                blocks_socket.stop()  # removes the socket: local processes read the store again
-            meta.close()
-            _close_all(locks)
-            pid_path.unlink(missing_ok=True)
-            log.info("unmounted %s", config.mountpoint)
+        for start in starts:
+            start()
+        signalled = trio.run(session.serve, start_background, before_stop)
+        session.stop(unmount=signalled)
         return 0
 
     return serve
+
+
+def _tree_session(tree: TreeUri, config: MountConfig, stack: ExitStack) -> GrpcMeta:
+    """A session with the tree service for ``tree``'s volume, ended by ``stack``."""
+    grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
+    stack.callback(grpc_meta.close)
+    try:
+        grpc_meta.start_session()
+    except FsError as e:
+        raise StartupError(f"cannot mount {tree.normalized}: {e}") from None
+    return grpc_meta
 
 
 def _cache_reporter(
@@ -307,11 +311,6 @@ def _upload_policy(write: WriteConfig) -> UploadPolicy:
         delay=write.upload_delay,
         deadline=write.upload_deadline,
     )
-
-
-def _close_all(locks: list[IO[bytes]]) -> None:
-    for lock in locks:
-        lock.close()
 
 
 def _disk_tier(config: MountConfig, metrics: Metrics) -> DiskBlockCache:
