@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-from cloudfs.config import MountConfig
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.engine import (
     ops_attr,
@@ -36,7 +36,6 @@ from cloudfs.meta.engine import (
 )
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVEngine
-from cloudfs.meta.engine.kv_lmdb import LmdbKV
 from cloudfs.meta.engine.loader import DirectoryLoader
 from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.ns_lock import Mutex, NamespaceLock
@@ -45,6 +44,22 @@ from cloudfs.meta.engine.settings import TreeSettings
 from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.ufs.interface import ObjectStore
+
+
+class TreeDefaults(Protocol):
+    """What a tree gives what its UFS listing reveals, and when it lists again: a mount's
+    ``MountConfig`` and a tree-service volume's ``VolumeSpec`` both carry these."""
+
+    @property
+    def meta_ttl(self) -> float: ...
+    @property
+    def default_uid(self) -> int: ...
+    @property
+    def default_gid(self) -> int: ...
+    @property
+    def file_mode(self) -> int: ...
+    @property
+    def dir_mode(self) -> int: ...
 
 
 class EmbeddedMeta:
@@ -105,6 +120,23 @@ class EmbeddedMeta:
             on_change=on_listing_change or self._changes.put,
         )
         init_volume(self._ctx, shared=shared)
+
+    @classmethod
+    def with_defaults(
+        cls, engine: KVEngine, store: ObjectStore, defaults: TreeDefaults, **options: Any
+    ) -> EmbeddedMeta:
+        """An ``EmbeddedMeta`` whose TTL, owner and modes are ``defaults``'s; ``options``: the
+        other keyword arguments of the constructor."""
+        return cls(
+            engine,
+            store,
+            ttl=defaults.meta_ttl,
+            default_uid=defaults.default_uid,
+            default_gid=defaults.default_gid,
+            file_mode=defaults.file_mode,
+            dir_mode=defaults.dir_mode,
+            **options,
+        )
 
     def _fresh_child_dir(self, parent: InodeId, name: bytes) -> None:
         """Make ``name`` fresh if it is a directory (rmdir and rename check its emptiness)."""
@@ -262,17 +294,3 @@ class EmbeddedMeta:
         self._loader.close()
         self._changes.close()
         self._ctx.kv.close()
-
-
-def open_embedded(lmdb_dir: str, store: ObjectStore, config: MountConfig) -> EmbeddedMeta:
-    """The mount's tree: an LMDB environment in ``lmdb_dir`` mirroring ``store``."""
-    return EmbeddedMeta(
-        LmdbKV(lmdb_dir),
-        store,
-        ttl=config.meta_ttl,
-        default_uid=config.default_uid,
-        default_gid=config.default_gid,
-        file_mode=config.file_mode,
-        dir_mode=config.dir_mode,
-        revalidate=True,
-    )

@@ -1,7 +1,7 @@
 """An embedded mount's tree, also served to this node's processes: ``cloudfs:///MOUNTPOINT``.
 
-``open_local_tree`` builds the mount's ``EmbeddedMeta`` (what ``open_embedded``
-builds) over a ``WatchedKV`` whose feed is a ``MountFeed``, and ``serve``
+``open_local_tree`` builds the mount's ``EmbeddedMeta`` (LMDB in the cache
+directory, revalidating listings) over a ``WatchedKV`` whose feed is a ``MountFeed``, and ``serve``
 binds the tree service (``TreeServer`` over ``SingleVolume``) on
 ``paths.tree_socket(mountpoint)``, mode 0600: only the mount's user (and
 root) connects. ``cloudfs.client.local`` finds it through the control op
@@ -98,7 +98,7 @@ class LocalTree:
 
 
 def open_local_tree(lmdb_dir: str, store: ObjectStore, config: MountConfig) -> LocalTree:
-    """The mount's tree in ``lmdb_dir`` mirroring ``store`` (see ``open_embedded``)."""
+    """The mount's tree: an LMDB environment in ``lmdb_dir`` mirroring ``store``."""
     queue = change_queue.ChangeQueue()
     feed = MountFeed(queue.put)
 
@@ -107,14 +107,10 @@ def open_local_tree(lmdb_dir: str, store: ObjectStore, config: MountConfig) -> L
         if not current_session():
             queue.put(change)
 
-    meta = EmbeddedMeta(
+    meta = EmbeddedMeta.with_defaults(
         WatchedKV(LmdbKV(lmdb_dir), feed),
         store,
-        ttl=config.meta_ttl,
-        default_uid=config.default_uid,
-        default_gid=config.default_gid,
-        file_mode=config.file_mode,
-        dir_mode=config.dir_mode,
+        config,
         revalidate=True,
         on_listing_change=listing_changed,
     )

@@ -141,14 +141,10 @@ class Volumes:
         prefix = TREE_PREFIX + tree_id
         engine = self._engine
         mutex = engine.mutex(prefix + codec.NS_LOCK_KEY) if isinstance(engine, SharedKV) else None
-        return EmbeddedMeta(
+        return EmbeddedMeta.with_defaults(
             WatchedKV(PrefixedKV(engine, prefix), feed, shared=mutex is not None),
             self._open_store(spec.ufs_uri),
-            ttl=spec.meta_ttl,
-            default_uid=spec.default_uid,
-            default_gid=spec.default_gid,
-            file_mode=spec.file_mode,
-            dir_mode=spec.dir_mode,
+            spec,
             clock=self._clock,
             shared=True,
             ns_mutex=mutex,
