@@ -18,6 +18,11 @@ skipped by it and counted in ``Announcement.skipped``. Paths are sent in
 chunks as they come from the iterable, so an order of millions of files takes
 bounded memory here. ``cached`` says which files a mount holds completely
 (``CloudFSSampler(cache_first=True)`` reads those first).
+
+This package is the trainer integration's client side, all of it: the hints
+API here, its socket client (``client.py``), cache-first ordering
+(``cache_first.py``) and the PyTorch sampler (``sampler.py``, public as
+``cloudfs.torch``). The mount side is ``cloudfs.epoch``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CloudFSSampler: the order it announces is the order it yields and a DataLoader delivers.
 
-The hints module is replaced by a fake (``cloudfs.torch._hints``); no mount is needed.
+The hints module is replaced by a fake (``cloudfs.hints.sampler._hints``); no mount is needed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="needs PyTorch (the cloudfs[torch] e
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
-import cloudfs.torch as cloudfs_torch  # noqa: E402
+import cloudfs.hints.sampler as cloudfs_torch  # noqa: E402
 from cloudfs.hints.cache_first import cache_first  # noqa: E402
 from cloudfs.torch import CloudFSSampler  # noqa: E402
 
@@ -220,12 +220,12 @@ def test_a_failed_announcement_still_yields_the_whole_order(
     hints.fail = OSError("connection refused")
     sampler = CloudFSSampler(PATHS, seed=2)
     loader = DataLoader(IndexDataset(), sampler=sampler, batch_size=4)
-    with caplog.at_level(logging.WARNING, logger="cloudfs.torch"):
+    with caplog.at_level(logging.WARNING, logger="cloudfs.hints.sampler"):
         got = delivered(loader)
     generator = torch.Generator()
     generator.manual_seed(2)
     assert got == torch.randperm(N, generator=generator).tolist()
-    warnings = [r for r in caplog.records if r.name == "cloudfs.torch"]
+    warnings = [r for r in caplog.records if r.name == "cloudfs.hints.sampler"]
     assert len(warnings) == 1
     assert warnings[0].levelno == logging.WARNING
     assert "connection refused" in warnings[0].getMessage()
@@ -266,10 +266,10 @@ def test_cache_first_without_an_answer_reads_the_drawn_order(
 ) -> None:
     hints.fail_cached = OSError("no hints socket")
     plain = list(CloudFSSampler(PATHS, seed=9))
-    with caplog.at_level(logging.WARNING, logger="cloudfs.torch"):
+    with caplog.at_level(logging.WARNING, logger="cloudfs.hints.sampler"):
         got = list(CloudFSSampler(PATHS, seed=9, cache_first=True, window=8))
     assert got == plain == hints.made[-1].indices
-    assert len([r for r in caplog.records if r.name == "cloudfs.torch"]) == 1
+    assert len([r for r in caplog.records if r.name == "cloudfs.hints.sampler"]) == 1
 
 
 def test_cache_first_is_off_by_default(hints: FakeHints) -> None:
