@@ -46,8 +46,8 @@ from bench.groupsuite import GroupCase, GroupSpec, plan, populate  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
 from bench.systems import CloudFSReadOnly, Context, unmount_leftovers  # noqa: E402
 
-from tests.support.faults_proxy import running_proxy  # noqa: E402
-from tests.support.servers import running_s3_server  # noqa: E402
+from testkit.faults_proxy import running_proxy  # noqa: E402
+from testkit.servers import running_s3_server  # noqa: E402
 
 BUCKET = "group-bench"
 STARTED = time.monotonic()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.servers import free_port, running_s3_server
+from testkit.servers import free_port, running_s3_server
 
 BUCKET = "training-data"
 

@@ -35,7 +35,7 @@ from cloudfs.data.blocks import ObjectRef  # noqa: E402
 from cloudfs.data.prefetch import ReadCursor  # noqa: E402
 from cloudfs.data.reader import ObjectReader  # noqa: E402
 from cloudfs.metrics import Metrics  # noqa: E402
-from tests.support.memory_store import MemoryObjectStore  # noqa: E402
+from testkit.memory_store import MemoryObjectStore  # noqa: E402
 
 MiB = 1 << 20
 OBJECT = 64 * MiB

@@ -53,8 +53,8 @@ from bench.epochsuite import EpochRun, EpochSpec, origin_rate, populate, runs  #
 from bench.host import can_drop_caches, machine_info  # noqa: E402
 from bench.systems import CloudFSReadOnly, Context, unmount_leftovers  # noqa: E402
 
-from tests.support.faults_proxy import running_proxy  # noqa: E402
-from tests.support.servers import running_s3_server  # noqa: E402
+from testkit.faults_proxy import running_proxy  # noqa: E402
+from testkit.servers import running_s3_server  # noqa: E402
 
 BUCKET = "epochs-bench"
 STARTED = time.monotonic()

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.etcd import running_etcd
-from tests.support.mounts import Backing, mounted
-from tests.support.tree_server import running_tree_server
+from testkit.etcd import running_etcd
+from testkit.mounts import Backing, mounted
+from testkit.tree_server import running_tree_server
 
 PHASES = ("create", "stat", "readdir", "rename", "unlink")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cloudfs.sizes import parse_size
-from tests.support.servers import running_s3_server
+from testkit.servers import running_s3_server
 
 MiB = 1024 * 1024
 BUCKET = "memory-budget"

@@ -49,7 +49,7 @@ from bench.systems import (  # noqa: E402
     unmount_leftovers,
 )
 
-from tests.support.servers import running_s3_server  # noqa: E402
+from testkit.servers import running_s3_server  # noqa: E402
 
 BUCKET = "peers-bench"
 STARTED = time.monotonic()

@@ -43,7 +43,7 @@ sys.path[:0] = [str(REPO_ROOT)]
 
 from cloudfs.config import S3Config  # noqa: E402
 from cloudfs.ufs.s3 import S3ObjectStore  # noqa: E402
-from tests.support.servers import REGION, running_s3_server  # noqa: E402
+from testkit.servers import REGION, running_s3_server  # noqa: E402
 
 MiB = 1 << 20
 BLOCK = 4 * MiB

@@ -56,7 +56,7 @@ from bench.soak.workload import (  # noqa: E402
 )
 from bench.systems import unmount_leftovers  # noqa: E402
 
-from tests.support.etcd import etcd_binary  # noqa: E402
+from testkit.etcd import etcd_binary  # noqa: E402
 
 STARTED = time.monotonic()
 DATASET = Dataset(small=400, small_size=96 << 10, large=6, large_size=24 << 20)  # ~181 MiB

@@ -51,9 +51,9 @@ from bench.nofusesystems import (  # noqa: E402
 )
 from bench.systems import Context, unmount_leftovers  # noqa: E402
 
-from tests.support.faults_proxy import running_proxy  # noqa: E402
-from tests.support.servers import running_s3_server  # noqa: E402
-from tests.support.tree_server import running_tree_server  # noqa: E402
+from testkit.faults_proxy import running_proxy  # noqa: E402
+from testkit.servers import running_s3_server  # noqa: E402
+from testkit.tree_server import running_tree_server  # noqa: E402
 
 BUCKET = "nofuse-bench"
 STARTED = time.monotonic()

@@ -40,8 +40,8 @@ from bench.host import can_drop_caches, machine_info  # noqa: E402
 from bench.systems import Context, System, unmount_leftovers  # noqa: E402
 from bench.writesuite import WRITE_SYSTEMS, CloudFSBack, WriteRun, WriteSpec  # noqa: E402
 
-from tests.support.faults_proxy import running_proxy  # noqa: E402
-from tests.support.servers import running_s3_server  # noqa: E402
+from testkit.faults_proxy import running_proxy  # noqa: E402
+from testkit.servers import running_s3_server  # noqa: E402
 
 BUCKET = "writes-bench"
 STARTED = time.monotonic()

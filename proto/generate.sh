@@ -2,7 +2,7 @@
 # Regenerate the Python stubs of proto/cloudfs/v1/*.proto as the package cloudfs.v1
 # (the proto package cloudfs.v1 maps onto it, so protoc's imports work as written).
 # Needs the pinned grpcio-tools of the [dev] extra; the output is committed, and
-# tests/unit/test_proto_stubs.py checks that it matches this script's.
+# tests/unit/meta/wire/test_proto_stubs.py checks that it matches this script's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
-from tests.support.meta_world import WORLD_KINDS, MetaWorld, open_world
-from tests.support.servers import S3Server, running_s3_server
+from testkit.etcd import EtcdCluster, require_etcd, running_etcd
+from testkit.meta_world import WORLD_KINDS, MetaWorld, open_world
+from testkit.servers import S3Server, running_s3_server
 
 _bucket_names = itertools.count()
 

@@ -26,7 +26,7 @@ from bench.origin import client as origin_client
 from cloudfs.peers import wire
 from cloudfs.peers.ring import Ring
 from cloudfs.ufs.factory import parse_uri
-from tests.support.cache_workers import running_cache_worker
+from testkit.cache_workers import running_cache_worker
 
 MiB = 1 << 20
 BLOCK = 4 * MiB

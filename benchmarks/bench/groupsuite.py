@@ -29,8 +29,8 @@ from bench.eviction import scrape
 from bench.host import drop_caches
 from bench.systems import CloudFSReadOnly, Mount
 from bench.workloads import PassFailed, run_pass
-from tests.support.cache_workers import running_cache_workers
-from tests.support.faults_proxy import FaultsProxy
+from testkit.cache_workers import running_cache_workers
+from testkit.faults_proxy import FaultsProxy
 
 Log = Callable[[str], None]
 KiB = 1 << 10

@@ -22,7 +22,7 @@ from bench.nofusespec import PASSES, NoFuseSpec, Pass
 from bench.nofusesystems import NoFuseSystem
 from bench.systems import MountError
 from bench.workloads import PassFailed
-from tests.support.faults_proxy import FaultsProxy
+from testkit.faults_proxy import FaultsProxy
 
 Log = Callable[[str], None]
 MiB = 1 << 20

@@ -4,7 +4,7 @@ Runs on MemoryKV, LmdbKV and EtcdKV (a real etcd, ``tests/support/etcd.py``)
 over the in-memory store, and on LMDB over ``LocalObjectStore`` when that
 module exists. UFS effects are checked by
 looking at the store directly. Mirroring details that need call counts live in
-``tests/unit/test_meta_mirroring.py``.
+``tests/unit/meta/test_mirroring.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from cloudfs import errors
 from cloudfs.meta.interface import XATTR_CREATE, XATTR_REPLACE
 from cloudfs.types import ROOT_INODE, AttrChanges, InodeId
-from tests.support.meta_world import CONTRACT_WORLD_KINDS, TTL, MetaWorld, mkfile, open_world
+from testkit.meta_world import CONTRACT_WORLD_KINDS, TTL, MetaWorld, mkfile, open_world
 
 R = ROOT_INODE
 
@@ -273,7 +273,7 @@ def test_unlinked_while_open(w: MetaWorld) -> None:
 
 
 def test_ufs_failure_leaves_tree_unchanged(w: MetaWorld) -> None:
-    from tests.support.memory_store import MemoryObjectStore
+    from testkit.memory_store import MemoryObjectStore
 
     if not isinstance(w.store, MemoryObjectStore):
         pytest.skip("fault injection needs the memory store")

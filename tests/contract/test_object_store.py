@@ -40,7 +40,7 @@ from cloudfs.ufs.interface import ObjectStore
 from cloudfs.ufs.local import LocalObjectStore
 from cloudfs.ufs.s3 import S3ObjectStore
 from cloudfs.ufs.s3_errors import translate
-from tests.support.servers import S3Server, free_port, running_s3_server
+from testkit.servers import S3Server, free_port, running_s3_server
 
 S3_PREFIX = "base/dir"
 HDFS_ENV = "CLOUDFS_TEST_HDFS"

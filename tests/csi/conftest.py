@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.tree_server import TreeServer, running_tree_server
 from tests.csi.harness import Driver, Kubelet, force_unmount_all, mounted_under
-from tests.support.tree_server import TreeServer, running_tree_server
 
 
 def require_mounts() -> None:

@@ -22,8 +22,8 @@ import pytest
 from cloudfs.cli.mount_options import add_arguments, apply_o_options
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.state import volume_key
+from testkit.tree_server import TreeServer
 from tests.csi.harness import Driver, Kubelet, Mode, capability
-from tests.support.tree_server import TreeServer
 
 FAKE = Path(__file__).with_name("fake_cloudfs.py")
 CACHE_TOKEN = "cache-group-token-5f0c2a"

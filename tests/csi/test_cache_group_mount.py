@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.cache_workers import running_cache_worker
 from tests.csi.harness import Driver, Kubelet, wait_until
-from tests.support.cache_workers import running_cache_worker
 
 TOKEN = "csi-cache-group-token-7d41"
 

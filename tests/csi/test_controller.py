@@ -9,8 +9,8 @@ import pytest
 
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
+from testkit.tree_server import TreeServer
 from tests.csi.harness import Driver, Kubelet, capability
-from tests.support.tree_server import TreeServer
 
 
 def _create(

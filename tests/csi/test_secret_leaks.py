@@ -21,8 +21,8 @@ from cloudfs_csi.node import NodeService
 from cloudfs_csi.recovery import HealthLoop
 from cloudfs_csi.server import Guarded
 from cloudfs_csi.state import StateStore
+from testkit.tree_server import TreeServer
 from tests.csi.harness import Kubelet, capability
-from tests.support.tree_server import TreeServer
 
 KEY_LINE = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
 SECRETS = {

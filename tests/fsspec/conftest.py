@@ -12,9 +12,9 @@ import fsspec
 import pytest
 
 from cloudfs.fsspec import CloudFileSystem
-from tests.support.mounts import world_traversable_tmpdir
-from tests.support.servers import S3Server
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.mounts import world_traversable_tmpdir
+from testkit.servers import S3Server
+from testkit.tree_server import TreeServer, running_tree_server
 
 
 @dataclass

@@ -19,8 +19,8 @@ from fsspec.tests.abstract.pipe import AbstractPipeTests
 from fsspec.tests.abstract.put import AbstractPutTests
 
 from cloudfs.fsspec import CloudFileSystem
+from testkit.tree_server import TreeServer
 from tests.fsspec.conftest import Volume, new_local_volume
-from tests.support.tree_server import TreeServer
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from cloudfs.fsspec import CloudFileSystem
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.types import ROOT_INODE
+from testkit.tree_server import TreeServer
 from tests.fsspec.conftest import Volume
-from tests.support.tree_server import TreeServer
 
 BLOCK = 64 * 1024
 
@@ -189,7 +189,7 @@ def test_bad_input_gets_the_conventional_exceptions(
 
 
 def test_a_refused_token_is_a_permission_error(volume: Volume) -> None:
-    from tests.support.tree_server import running_tree_server
+    from testkit.tree_server import running_tree_server
 
     with running_tree_server(token="right-token-0123456789") as guarded:
         name = guarded.new_volume(f"file://{volume.local_dir}").rsplit("/", 1)[1]
@@ -218,7 +218,7 @@ def test_the_environment_names_the_server(
 def test_metrics_are_served_to_prometheus(tree: TreeServer, volume: Volume) -> None:
     import urllib.request
 
-    from tests.support.servers import free_port
+    from testkit.servers import free_port
 
     port = free_port()
     fs = CloudFileSystem(

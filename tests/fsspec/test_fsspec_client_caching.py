@@ -12,8 +12,8 @@ import pytest
 
 from cloudfs.fsspec import CloudFileSystem
 from cloudfs.meta.client.grpc_meta import GrpcMeta
+from testkit.tree_server import TreeServer
 from tests.fsspec.conftest import Volume
-from tests.support.tree_server import TreeServer
 
 MiB = 1024 * 1024
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cloudfs.fsspec import CloudFileSystem
-from tests.support.servers import S3Server
-from tests.support.tree_server import TreeServer
+from testkit.servers import S3Server
+from testkit.tree_server import TreeServer
 
 pd = pytest.importorskip("pandas", reason="needs pandas (the [test] extra)")
 

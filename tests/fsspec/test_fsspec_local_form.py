@@ -19,9 +19,9 @@ import pytest
 
 from cloudfs.control import paths
 from cloudfs.fsspec import CloudFileSystem
+from testkit.mounts import Backing, Mount, mounted, world_traversable_tmpdir
+from testkit.servers import S3Server
 from tests.fsspec.conftest import Volume
-from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpdir
-from tests.support.servers import S3Server
 
 pytestmark = pytest.mark.slow
 
@@ -227,7 +227,7 @@ def _ls(path: str) -> list[str]:
 
 def test_another_users_mount_is_a_permission_error() -> None:
     _need_fuse()
-    from tests.support.users import ALICE, run_as
+    from testkit.users import ALICE, run_as
 
     data = world_traversable_tmpdir("cloudfs-local-form-theirs-")
     with mounted(Backing(uri=f"file://{data}", local_dir=data)) as m:  # root's mount

@@ -25,10 +25,10 @@ from cloudfs.fsspec import CloudFileSystem
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.mount import runtime
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.prometheus import scrape
-from tests.support.servers import S3Server, free_port
-from tests.support.tree_server import TreeServer
+from testkit.mounts import Backing, Mount, mounted
+from testkit.prometheus import scrape
+from testkit.servers import S3Server, free_port
+from testkit.tree_server import TreeServer
 
 pytestmark = pytest.mark.slow
 

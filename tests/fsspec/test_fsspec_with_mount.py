@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from cloudfs.fsspec import CloudFileSystem
+from testkit.mounts import Backing, Mount, mounted
 from tests.fsspec.conftest import Volume
-from tests.support.mounts import Backing, Mount, mounted
 
 pytestmark = pytest.mark.slow
 

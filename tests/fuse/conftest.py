@@ -21,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.etcd import require_etcd, running_etcd
-from tests.support.mounts import (
+from testkit.etcd import require_etcd, running_etcd
+from testkit.mounts import (
     Backing,
     MntBacking,
     Mount,
     mounted,
     world_traversable_tmpdir,
 )
-from tests.support.servers import S3Server
-from tests.support.tree_compare import assert_same_tree
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.servers import S3Server
+from testkit.tree_compare import assert_same_tree
+from testkit.tree_server import TreeServer, running_tree_server
 
 PLAIN = os.environ.get("CLOUDFS_TEST_PLAIN") == "1"
 BACKENDS = ["plain"] if PLAIN else ["local", "s3"]

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from testkit.cache_workers import CacheWorker, running_cache_worker, running_cache_workers
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.mounts import Backing, Mount, mounted
+from testkit.servers import S3Server, free_port
 from tests.fuse.conftest import _require_fuse
-from tests.support.cache_workers import CacheWorker, running_cache_worker, running_cache_workers
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.servers import S3Server, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -23,6 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cloudfs.peers.membership import REFRESH_SECONDS, TTL_HEARTBEATS
 from cloudfs.peers.ring import Ring
+from testkit.cache_workers import CacheWorker, running_cache_worker
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.mounts import Backing, Mount, mounted
+from testkit.servers import S3Server, free_port
+from testkit.tree_server import TreeServer, running_tree_server
 from tests.fuse.conftest import _require_fuse
 from tests.fuse.test_cache_group import (
     DATASET,
@@ -32,11 +37,6 @@ from tests.fuse.test_cache_group import (
     read_all,
     scrape,
 )
-from tests.support.cache_workers import CacheWorker, running_cache_worker
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.servers import S3Server, free_port
-from tests.support.tree_server import TreeServer, running_tree_server
 
 pytestmark = pytest.mark.slow
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.cache_workers import running_cache_workers
 from tests.fuse import test_cache_group as shared
 from tests.fuse.test_cache_group import (
     DATASET,
@@ -23,7 +24,6 @@ from tests.fuse.test_cache_group import (
     mounts,
     scrape,
 )
-from tests.support.cache_workers import running_cache_workers
 
 group = shared.group  # the fixture: a bucket with the dataset, behind a counting proxy
 

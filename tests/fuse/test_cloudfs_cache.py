@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from cloudfs.mount.runtime import read_pid
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.mounts import Backing, Mount, mounted
+from testkit.servers import free_port
 from tests.fuse.conftest import MountFactory
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.servers import free_port
 
 MiB = 1024 * 1024
 pytestmark = pytest.mark.parametrize("backing", ["s3"], indirect=True)

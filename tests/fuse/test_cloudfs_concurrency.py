@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
+from testkit.mounts import Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing
 
 MiB = 1024 * 1024
 

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
+from testkit.mounts import Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing
 
 
 def test_links_appends_renames_and_removals_stay_in_step(

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from testkit.mounts import VOLUME_PROPERTY, Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import VOLUME_PROPERTY, Backing
 
 TTL_WAIT = 1.5
 

@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from testkit.faults_proxy import running_proxy
+from testkit.mounts import Backing, mounted
 from tests.fuse.conftest import MountFactory
-from tests.support.faults_proxy import running_proxy
-from tests.support.mounts import Backing, mounted
 
 N = 5000
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from testkit.mounts import VOLUME_PROPERTY, Backing, mounted
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import VOLUME_PROPERTY, Backing, mounted
 
 FILES: dict[str, bytes] = {
     "top.txt": b"hello from the UFS\n",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.mounts import Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing
 
 PRE = {"a.txt": b"alpha", "d/b.bin": os.urandom(100_000), "d/e/c.txt": b"gamma"}
 

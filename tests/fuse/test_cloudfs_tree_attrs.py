@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import stat
 
+from testkit.mounts import Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.mounts import Backing
 
 
 def test_tree_only_attributes_survive_remount(

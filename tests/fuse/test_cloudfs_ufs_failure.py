@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from testkit.faults_proxy import running_proxy
+from testkit.mounts import Backing, mounted
+from testkit.servers import S3Server, running_s3_server
 from tests.fuse.conftest import _require_fuse
-from tests.support.faults_proxy import running_proxy
-from tests.support.mounts import Backing, mounted
-from tests.support.servers import S3Server, running_s3_server
 
 MiB = 1024 * 1024
 EIO_BOUND_S = 60.0

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from testkit.mounts import VOLUME_PROPERTY, Backing, Mount, mounted
 from tests.fuse.conftest import MountFactory
 from tests.fuse.test_cloudfs_read_only import not_refused
-from tests.support.mounts import VOLUME_PROPERTY, Backing, Mount, mounted
 
 DATASET = {
     "a.txt": b"alpha",

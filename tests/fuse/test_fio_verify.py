@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import Backing, mounted
+from testkit.mounts import Backing, mounted
 
 pytestmark = [
     pytest.mark.parametrize("backing", ["s3"], indirect=True),

@@ -28,9 +28,8 @@ import pytest
 from cloudfs import hints
 from cloudfs.control.protocol import MAX_LINE
 from cloudfs.hints import cached
-from tests.fuse.test_cloudfs_cache import proc_status, proxied, read_uncached
-from tests.support.faults_proxy import FaultsProxy
-from tests.support.hints import (
+from testkit.faults_proxy import FaultsProxy
+from testkit.hints import (
     RawHints,
     job_series,
     job_value,
@@ -40,9 +39,10 @@ from tests.support.hints import (
     object_gets,
     write_files,
 )
-from tests.support.mounts import Backing, Mount
-from tests.support.prometheus import wait_for
-from tests.support.users import ALICE, run_as
+from testkit.mounts import Backing, Mount
+from testkit.prometheus import wait_for
+from testkit.users import ALICE, run_as
+from tests.fuse.test_cloudfs_cache import proc_status, proxied, read_uncached
 
 pytestmark = [pytest.mark.fuse, pytest.mark.parametrize("backing", ["s3"], indirect=True)]
 

@@ -10,9 +10,9 @@ from typing import TypeVar
 
 import pytest
 
+from testkit.faults_proxy import running_proxy
+from testkit.mounts import Backing
 from tests.fuse.conftest import MountFactory
-from tests.support.faults_proxy import running_proxy
-from tests.support.mounts import Backing
 
 T = TypeVar("T")
 TTL = 1.0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.users import ALICE, BOB, NOBODY, User, errno_as, errno_name, run_as, run_code_as
+from testkit.users import ALICE, BOB, NOBODY, User, errno_as, errno_name, run_as, run_code_as
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import MntBacking
+from testkit.mounts import MntBacking
 
 MiB = 1 << 20
 BLOCK = 4 * MiB

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpdir
-from tests.support.tree_server import TreeServer
+from testkit.mounts import Backing, Mount, mounted, world_traversable_tmpdir
+from testkit.tree_server import TreeServer
 
 SLOW_TTL = ["--meta-ttl", "60"]
 

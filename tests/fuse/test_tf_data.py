@@ -19,9 +19,9 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="needs TensorFlow (.ci/setup installs the CPU wheel)")
 
 from cloudfs import hints  # noqa: E402
-from tests.support.hints import stats_jobs  # noqa: E402
-from tests.support.mounts import Backing, Mount, mounted  # noqa: E402
-from tests.support.servers import S3Server  # noqa: E402
+from testkit.hints import stats_jobs  # noqa: E402
+from testkit.mounts import Backing, Mount, mounted  # noqa: E402
+from testkit.servers import S3Server  # noqa: E402
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]  # importing TensorFlow takes seconds
 

@@ -17,10 +17,10 @@ from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
 from cloudfs.tls import load_client_tls
 from cloudfs.ufs.local import LocalObjectStore
-from tests.support.certs import Certs, make_certs
-from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
-from tests.support.servers import free_port
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.certs import Certs, make_certs
+from testkit.mounts import Backing, mounted, world_traversable_tmpdir
+from testkit.servers import free_port
+from testkit.tree_server import TreeServer, running_tree_server
 
 TOKEN = "mount-tls-token"
 

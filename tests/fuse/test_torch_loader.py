@@ -19,9 +19,9 @@ torch = pytest.importorskip("torch", reason="needs PyTorch (the cloudfs[torch] e
 from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
 from cloudfs.torch import CloudFSSampler  # noqa: E402
-from tests.support.hints import stats_jobs  # noqa: E402
-from tests.support.mounts import Backing, mounted  # noqa: E402
-from tests.support.servers import S3Server  # noqa: E402
+from testkit.hints import stats_jobs  # noqa: E402
+from testkit.mounts import Backing, mounted  # noqa: E402
+from testkit.servers import S3Server  # noqa: E402
 
 pytestmark = pytest.mark.fuse
 

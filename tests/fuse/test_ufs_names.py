@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from testkit.mounts import Backing, Mount, mounted, world_traversable_tmpdir
+from testkit.servers import S3Server
+from testkit.tree_server import running_tree_server
 from tests.fuse.conftest import _require_fuse
-from tests.support.mounts import Backing, Mount, mounted, world_traversable_tmpdir
-from tests.support.servers import S3Server
-from tests.support.tree_server import running_tree_server
 
 S3_KEY_MAX = 1024
 PATH_MAX = 4096

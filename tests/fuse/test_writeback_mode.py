@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cloudfs.mount.runtime import read_pid, wait_for_exit
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.mounts import Backing, Mount, force_unmount, mounted
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.mounts import Backing, Mount, force_unmount, mounted
 
 MiB = 1024 * 1024
 pytestmark = pytest.mark.parametrize("backing", ["s3"], indirect=True)

@@ -29,8 +29,8 @@ from cloudfs.peers import wire
 from cloudfs.peers.server import CacheServer
 from cloudfs.peers.stores import StoreCache
 from cloudfs.peers.worker import BlockWorker
+from testkit.memory_store import MemoryObjectStore
 from tests.fuzz.strategies import FUZZ, TEXT, edge_ints
-from tests.support.memory_store import MemoryObjectStore
 
 BS = 64 * 1024
 STORE = "s3://fuzz/data"

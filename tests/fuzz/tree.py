@@ -21,7 +21,7 @@ from cloudfs.types import ROOT_INODE
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.ufs.local import LocalObjectStore
 from cloudfs.v1 import meta_pb2 as pb
-from tests.support.memory_store import MemoryObjectStore
+from testkit.memory_store import MemoryObjectStore
 
 VOLUME = "fuzz"
 # What a proper refusal may be; UNKNOWN and INTERNAL say the server did not expect it.

@@ -16,9 +16,9 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.support.mounts import world_traversable_tmpdir
-from tests.support.servers import S3Server, free_port
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.mounts import world_traversable_tmpdir
+from testkit.servers import S3Server, free_port
+from testkit.tree_server import TreeServer, running_tree_server
 
 ACCESS_KEY = "gateway-access"
 SECRET_KEY = "gateway-secret-key"

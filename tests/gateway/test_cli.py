@@ -6,8 +6,8 @@ from __future__ import annotations
 import signal
 import subprocess
 
+from testkit.tree_server import TreeServer
 from tests.gateway.conftest import REPO, Volume, gateway_command, gateway_env
-from tests.support.tree_server import TreeServer
 
 
 def test_listens_and_stops_on_sigterm(tree: TreeServer, volume: Volume, tmp_path) -> None:  # type: ignore[no-untyped-def]

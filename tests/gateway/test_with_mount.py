@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from botocore.exceptions import ClientError
 
+from testkit.mounts import Backing, Mount, mounted
 from tests.gateway.conftest import Gateway, Volume
-from tests.support.mounts import Backing, Mount, mounted
 
 
 @pytest.fixture

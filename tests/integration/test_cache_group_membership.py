@@ -21,9 +21,9 @@ import pytest
 
 from cloudfs.errors import AccessDenied, FsError, InvalidArgument
 from cloudfs.peers.membership import GroupClient
-from tests.support.cache_workers import running_cache_worker
-from tests.support.etcd import EtcdCluster
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.cache_workers import running_cache_worker
+from testkit.etcd import EtcdCluster
+from testkit.tree_server import TreeServer, running_tree_server
 
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 HEARTBEAT = 0.5  # seconds; a member is listed for three of them

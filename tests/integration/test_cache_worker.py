@@ -27,9 +27,9 @@ from cloudfs.peers.client import PeerGroup
 from cloudfs.peers.health import MemberHealth
 from cloudfs.peers.ring import Ring
 from cloudfs.ufs.factory import store_id
-from tests.support.cache_workers import CacheWorker, running_cache_worker
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.servers import S3Server, free_port
+from testkit.cache_workers import CacheWorker, running_cache_worker
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.servers import S3Server, free_port
 
 KiB = 1024
 BS = 64 * KiB

@@ -14,8 +14,8 @@ import pytest
 
 from cloudfs import mountinfo
 from cloudfs.mount import runtime
-from tests.support.mounts import force_unmount, world_traversable_tmpdir
-from tests.support.servers import S3Server, running_s3_server
+from testkit.mounts import force_unmount, world_traversable_tmpdir
+from testkit.servers import S3Server, running_s3_server
 
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 

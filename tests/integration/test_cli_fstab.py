@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import force_unmount, world_traversable_tmpdir
-from tests.support.servers import S3Server
+from testkit.mounts import force_unmount, world_traversable_tmpdir
+from testkit.servers import S3Server
 
 HELPERS = {
     "console-script": [shutil.which("mount.fuse.cloudfs") or "mount.fuse.cloudfs"],

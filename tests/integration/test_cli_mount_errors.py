@@ -20,8 +20,8 @@ import pytest
 
 from cloudfs import mountinfo
 from cloudfs.mount import runtime
-from tests.support.mounts import Backing, force_unmount, mounted, world_traversable_tmpdir
-from tests.support.servers import S3Server, free_port, running_s3_server
+from testkit.mounts import Backing, force_unmount, mounted, world_traversable_tmpdir
+from testkit.servers import S3Server, free_port, running_s3_server
 
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 

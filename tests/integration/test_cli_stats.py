@@ -20,8 +20,8 @@ import pytest
 
 from cloudfs.control import paths
 from cloudfs.mount import runtime
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.servers import S3Server
+from testkit.mounts import Backing, Mount, mounted
+from testkit.servers import S3Server
 
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 MiB = 1024 * 1024

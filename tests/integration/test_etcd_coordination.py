@@ -22,8 +22,8 @@ from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes
 from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, AttrChanges
-from tests.support.etcd import EtcdCluster
-from tests.support.memory_store import MemoryObjectStore
+from testkit.etcd import EtcdCluster
+from testkit.memory_store import MemoryObjectStore
 
 FILE = stat.S_IFREG | 0o644
 

@@ -15,8 +15,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 
 def _client(endpoint: str) -> Any:

@@ -20,9 +20,9 @@ from cloudfs import errors
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
 from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.types import ROOT_INODE, InodeId
-from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
-from tests.support.meta_world import MetaWorld, make_world
-from tests.support.servers import free_port
+from testkit.etcd import EtcdCluster, require_etcd, running_etcd
+from testkit.meta_world import MetaWorld, make_world
+from testkit.servers import free_port
 
 
 @pytest.fixture

@@ -39,8 +39,8 @@ from pathlib import Path
 import pytest
 
 from cloudfs.cache.disk import HEADER_SIZE
-from tests.support.mounts import Backing, Mount, mounted
-from tests.support.prometheus import (
+from testkit.mounts import Backing, Mount, mounted
+from testkit.prometheus import (
     QueryError,
     Scrape,
     prometheus_binary,
@@ -48,7 +48,7 @@ from tests.support.prometheus import (
     scrape,
     wait_for,
 )
-from tests.support.servers import S3Server, free_port
+from testkit.servers import S3Server, free_port
 
 pytestmark = pytest.mark.fuse
 

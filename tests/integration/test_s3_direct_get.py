@@ -23,8 +23,8 @@ from cloudfs.config import S3Config
 from cloudfs.errors import NotFound, RemoteIOError, UfsAccessDenied
 from cloudfs.ufs.s3 import S3ObjectStore
 from cloudfs.ufs.s3_direct import Body, DirectGet
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.servers import S3Server, running_s3_server
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.servers import S3Server, running_s3_server
 
 DATA = os.urandom(300_000)
 

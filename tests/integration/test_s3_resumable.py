@@ -12,7 +12,7 @@ from botocore.exceptions import EndpointConnectionError
 from cloudfs.config import S3Config
 from cloudfs.errors import FsError, RemoteIOError
 from cloudfs.ufs.s3 import S3ObjectStore
-from tests.support.servers import S3Server
+from testkit.servers import S3Server
 
 MiB = 1024 * 1024
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.etcd import require_etcd
+from testkit.etcd import require_etcd
 
 pytestmark = pytest.mark.slow
 

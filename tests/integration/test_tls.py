@@ -31,10 +31,10 @@ from cloudfs.tls import ClientTLS, check_listener, is_loopback, load_client_tls
 from cloudfs.tokens import CHECK_SECONDS, TokenFile
 from cloudfs.types import ROOT_INODE
 from cloudfs.ufs.local import LocalObjectStore
+from testkit.cache_workers import running_cache_worker
+from testkit.certs import Certs, make_certs
+from testkit.tree_server import TreeServer, running_tree_server
 from tests.gateway.conftest import ACCESS_KEY, REPO, SECRET_KEY, gateway_command, gateway_env
-from tests.support.cache_workers import running_cache_worker
-from tests.support.certs import Certs, make_certs
-from tests.support.tree_server import TreeServer, running_tree_server
 
 BS = 64 * 1024
 FAST = 8.0  # seconds a refused TLS client may take (gRPC retries UNAVAILABLE a few times)

@@ -38,10 +38,10 @@ from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
 from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.types import ROOT_INODE, Attr, DirEntry, InodeId
-from tests.support.etcd import EtcdCluster, require_etcd, running_etcd
-from tests.support.memory_store import MemoryObjectStore
-from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
-from tests.support.stress_client import (
+from testkit.etcd import EtcdCluster, require_etcd, running_etcd
+from testkit.memory_store import MemoryObjectStore
+from testkit.mounts import Backing, mounted, world_traversable_tmpdir
+from testkit.stress_client import (
     DIR,
     FILE,
     Job,
@@ -55,8 +55,8 @@ from tests.support.stress_client import (
     rename_over,
     run_clients,
 )
-from tests.support.tree_check import TreeReport, check_tree, tree_kv, volume_tree_id
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.tree_check import TreeReport, check_tree, tree_kv, volume_tree_id
+from testkit.tree_server import TreeServer, running_tree_server
 
 R = InodeId(ROOT_INODE)
 EIO_BOUND = 30.0  # seconds within which a call must fail when the service cannot answer

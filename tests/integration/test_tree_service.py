@@ -22,8 +22,8 @@ from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes
 from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, InodeId
-from tests.support.memory_store import MemoryObjectStore
-from tests.support.tree_server import running_tree_server
+from testkit.memory_store import MemoryObjectStore
+from testkit.tree_server import running_tree_server
 
 R = ROOT_INODE
 FILE = stat.S_IFREG | 0o644

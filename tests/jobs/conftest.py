@@ -26,7 +26,7 @@ import yaml
 
 from cloudfs.errors import FsError, StartupError
 from cloudfs.jobs.client import request
-from tests.support.mounts import force_unmount
+from testkit.mounts import force_unmount
 
 BIG_MACHINE = {"gpus": 16, "cpus": 256, "memory": "4T"}
 MiB = 1 << 20

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.tree_server import TreeServer, running_tree_server
 
 RECORDED = Path(__file__).parent / "recorded"
 TIMEOUT = 10.0

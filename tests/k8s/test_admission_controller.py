@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from cloudfs.mount.cache_report import INTERVAL_ENV, NODE_ENV, CacheReportClient
-from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
-from tests.support.tree_server import TreeServer
+from testkit.mounts import Backing, mounted, world_traversable_tmpdir
+from testkit.tree_server import TreeServer
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 CHECK = "cloudfs-data-ready"

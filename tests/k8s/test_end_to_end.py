@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from testkit.mounts import Backing, mounted, world_traversable_tmpdir
+from testkit.tree_server import TreeServer
 from tests.k8s.conftest import post, recorded, running_extender
-from tests.support.mounts import Backing, mounted, world_traversable_tmpdir
-from tests.support.tree_server import TreeServer
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 

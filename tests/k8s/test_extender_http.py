@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from cloudfs.mount.cache_report import CacheReportClient
+from testkit.tree_server import TreeServer
 from tests.k8s.conftest import post, recorded, running_extender
-from tests.support.tree_server import TreeServer
 
 NAMES = ["node-a", "node-b", "node-c"]
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}

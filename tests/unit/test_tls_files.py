@@ -11,7 +11,7 @@ import pytest
 from cloudfs.cli.mount import add_parser, config_from_args
 from cloudfs.errors import UsageError
 from cloudfs.tls import load_client_tls, load_server_tls
-from tests.support.certs import Certs, make_certs
+from testkit.certs import Certs, make_certs
 
 
 @pytest.fixture(scope="module")

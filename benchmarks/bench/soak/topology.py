@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudfs.mount.runtime import read_pid
-from tests.support.cache_workers import CacheWorker, running_cache_worker
-from tests.support.etcd import EtcdCluster, running_etcd
-from tests.support.faults_proxy import FaultsProxy, running_proxy
-from tests.support.mounts import Backing, Mount
-from tests.support.servers import S3Server, running_s3_server
-from tests.support.tree_server import TreeServer, running_tree_server
+from testkit.cache_workers import CacheWorker, running_cache_worker
+from testkit.etcd import EtcdCluster, running_etcd
+from testkit.faults_proxy import FaultsProxy, running_proxy
+from testkit.mounts import Backing, Mount
+from testkit.servers import S3Server, running_s3_server
+from testkit.tree_server import TreeServer, running_tree_server
 
 BUCKET = "soak"
 GROUP = "soak"
