@@ -84,9 +84,9 @@ def row_index(module: str, rows: Sequence[Row]) -> int | None:
     """The row whose package is the longest prefix of ``module``."""
     best: tuple[int, int] | None = None
     for index, row in enumerate(rows):
-        if module == row.package or module.startswith(row.package + "."):
-            if best is None or len(row.package) > best[0]:
-                best = (len(row.package), index)
+        holds = module == row.package or module.startswith(row.package + ".")
+        if holds and (best is None or len(row.package) > best[0]):
+            best = (len(row.package), index)
     return None if best is None else best[1]
 
 
@@ -115,7 +115,8 @@ def upward_imports(root: Path, rows: Sequence[Row]) -> list[str]:
                 where = f"{edge.path.relative_to(root)}:{edge.line}"
                 below = "?" if there is None else rows[there].package
                 above = "?" if here is None else rows[here].package
-                found.append(f"{where}: {edge.source} imports {edge.target} ({below} is above {above})")
+                what = f"{edge.source} imports {edge.target}"
+                found.append(f"{where}: {what} ({below} is above {above})")
     return found
 
 

@@ -17,31 +17,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from cloudfs.errors import InvalidArgument, RemoteIOError
-from cloudfs.types import ListPage, ObjectInfo
+from cloudfs.ufs.forwarding import OPS, ForwardingObjectStore
 from cloudfs.ufs.interface import ObjectStore
 
-T = TypeVar("T")
+__all__ = ["OPS", "FaultStats", "FaultyObjectStore"]  # OPS: the op names ``ops`` takes
 
-OPS = frozenset(
-    {
-        "check",
-        "list_dir",
-        "head",
-        "get_range",
-        "get_stream",
-        "put_file",
-        "put_bytes",
-        "delete",
-        "make_dir",
-        "remove_dir",
-        "rename",
-        "rename_dir",
-        "statfs",
-    }
-)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -60,7 +44,7 @@ class FaultStats:
         return sum(self.failures.values())
 
 
-class FaultyObjectStore:
+class FaultyObjectStore(ForwardingObjectStore):
     """An ObjectStore that forwards to ``inner`` but injects delays and failures.
 
     Args:
@@ -69,7 +53,8 @@ class FaultyObjectStore:
             ``RemoteIOError("injected fault")``.
         delay: seconds to sleep before each call to one of ``ops``.
         seed: seed of the private random generator (None: unpredictable).
-        ops: op names subject to faults and delay (None: every op).
+        ops: op names (``OPS``: the protocol's methods that make a request)
+            subject to faults and delay (None: every op).
         fail_after: raise the fault after the inner call completed (its effect
             happened, the caller sees an error) instead of before reaching it.
 
@@ -86,7 +71,7 @@ class FaultyObjectStore:
         ops: Iterable[str] | None = None,
         fail_after: bool = False,
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._calls: Counter[str] = Counter()
@@ -124,10 +109,6 @@ class FaultyObjectStore:
                 self._fail_after = fail_after
 
     @property
-    def inner(self) -> ObjectStore:
-        return self._inner
-
-    @property
     def stats(self) -> FaultStats:
         with self._lock:
             return FaultStats(
@@ -136,6 +117,7 @@ class FaultyObjectStore:
             )
 
     def _call(self, op: str, fn: Callable[[], T]) -> T:
+        """Count the call, then maybe delay it and fail it (before or after ``fn``)."""
         with self._lock:
             self._calls[op] += 1
             targeted = op in self._ops
@@ -154,51 +136,3 @@ class FaultyObjectStore:
                 result.close()  # a lost get_stream reply must not leak its connection
             raise RemoteIOError(f"injected fault ({op}, after the call)")
         return result
-
-    # -- ObjectStore ---------------------------------------------------------
-
-    @property
-    def uri(self) -> str:
-        return self._inner.uri
-
-    def check(self) -> None:
-        self._call("check", self._inner.check)
-
-    def list_dir(self, prefix: str, token: str | None = None, limit: int = 1000) -> ListPage:
-        return self._call("list_dir", lambda: self._inner.list_dir(prefix, token, limit))
-
-    def head(self, key: str) -> ObjectInfo:
-        return self._call("head", lambda: self._inner.head(key))
-
-    def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
-        return self._call("get_range", lambda: self._inner.get_range(key, offset, length, etag))
-
-    def get_stream(self, key: str, offset: int) -> BinaryIO:
-        return self._call("get_stream", lambda: self._inner.get_stream(key, offset))
-
-    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
-        return self._call("put_file", lambda: self._inner.put_file(key, path, resume))
-
-    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
-        return self._call("put_bytes", lambda: self._inner.put_bytes(key, data))
-
-    def delete(self, key: str) -> None:
-        self._call("delete", lambda: self._inner.delete(key))
-
-    def validate_key(self, key: str, *, directory: bool = False) -> None:
-        self._inner.validate_key(key, directory=directory)
-
-    def make_dir(self, key: str) -> None:
-        self._call("make_dir", lambda: self._inner.make_dir(key))
-
-    def remove_dir(self, key: str) -> None:
-        self._call("remove_dir", lambda: self._inner.remove_dir(key))
-
-    def rename(self, src: str, dst: str, etag: str | None = None) -> ObjectInfo:
-        return self._call("rename", lambda: self._inner.rename(src, dst, etag))
-
-    def rename_dir(self, src: str, dst: str) -> None:
-        self._call("rename_dir", lambda: self._inner.rename_dir(src, dst))
-
-    def statfs(self) -> tuple[int, int]:
-        return self._call("statfs", self._inner.statfs)

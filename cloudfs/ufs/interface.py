@@ -1,9 +1,10 @@
 """The ObjectStore protocol: what CloudFS needs from an under-filesystem (UFS).
 
 Implementations: ``local.LocalObjectStore`` (``file:///dir``), ``s3.S3ObjectStore``
-(``s3://bucket/prefix``), ``hdfs.HdfsObjectStore`` (``hdfs://namenode:8020/dir``),
-and wrappers (``retry.RetryingObjectStore``, ``faults.FaultyObjectStore``). One
-conformance suite
+(``s3://bucket/prefix``), ``arrow.ArrowObjectStore`` (any ``pyarrow.fs``
+filesystem) and its ``hdfs.HdfsObjectStore`` (``hdfs://namenode:8020/dir``), and
+wrappers on ``forwarding.ForwardingObjectStore`` (``faults.FaultyObjectStore``,
+``metered.MeteredObjectStore``). One conformance suite
 (``tests/contract/test_object_store.py``) runs against every implementation.
 
 Every method is blocking; the mount reaches a store only through
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import BinaryIO, Protocol
 
-from cloudfs.errors import ObjectChanged
+from cloudfs.errors import InvalidArgument, ObjectChanged
 from cloudfs.types import ListPage, ObjectInfo
 
 
@@ -29,6 +30,20 @@ def check_version(key: str, have: str, want: str | None) -> None:
     """``ObjectChanged`` unless ``want`` is None or the object's ETag ``have`` (get_range)."""
     if want is not None and have != want:
         raise ObjectChanged(f"'{key}' is now version {have!r}, not {want!r}")
+
+
+def check_dir_move(src: str, dst: str) -> None:
+    """``InvalidArgument`` for a directory move (rename_dir) no store makes: of or onto
+    the root, or of a directory into itself or below itself."""
+    if not src or not dst:
+        raise InvalidArgument("cannot rename the store root")
+    if src == dst or dst.startswith(src + "/"):
+        raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+
+
+def child_key(directory: str, name: str) -> str:
+    """The key of entry ``name`` of directory key ``directory`` ("" is the root)."""
+    return f"{directory}/{name}" if directory else name
 
 
 class ObjectStore(Protocol):

@@ -2,17 +2,17 @@
 
 Used for tests, for single-node setups, and as the reference the S3 store is
 compared against in the conformance suite. Keys map 1:1 to paths under the root;
-directories are real directories. Writes go to a temporary file in the target
-directory, are fsynced, then ``os.replace``d over the key, so readers see the old
-or the new object, never a mix. The ETag is derived from (mtime_ns, size, inode):
-any rewrite through this store changes it.
+directories are real directories (what it shares with the pyarrow store is in
+``dirstore.py``). Writes go to a temporary file in the target directory, are
+fsynced, then ``os.replace``d over the key, so readers see the old or the new
+object, never a mix. The ETag is derived from (mtime_ns, size, inode): any
+rewrite through this store changes it.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Iterator
@@ -20,47 +20,34 @@ from contextlib import contextmanager, suppress
 from typing import BinaryIO
 
 from cloudfs.errors import (
-    AlreadyExists,
-    CrossDevice,
     FsError,
     InvalidArgument,
-    IsADirectory,
     NameTooLong,
-    NoSpace,
     NotADirectory,
-    NotEmpty,
     NotFound,
-    ReadOnly,
     RemoteIOError,
     UfsAccessDenied,
 )
 from cloudfs.types import ListPage, ObjectInfo
-from cloudfs.ufs.interface import check_version
-
-TMP_PREFIX = ".cloudfs-tmp-"  # in-flight uploads; never listed
-_TMP_NAME = len(TMP_PREFIX) + 16  # TMP_PREFIX + secrets.token_hex(8)
-
-_ERRNO_TYPES: dict[int, type[FsError]] = {
-    errno.ENOENT: NotFound,
-    errno.EACCES: UfsAccessDenied,
-    errno.EPERM: UfsAccessDenied,
-    errno.ENOSPC: NoSpace,
-    errno.EDQUOT: NoSpace,
-    errno.ENOTEMPTY: NotEmpty,
-    errno.EEXIST: AlreadyExists,
-    errno.ENOTDIR: NotADirectory,
-    errno.EISDIR: IsADirectory,
-    errno.ENAMETOOLONG: NameTooLong,
-    errno.EROFS: ReadOnly,
-    errno.EXDEV: CrossDevice,
-}
+from cloudfs.ufs.dirstore import (
+    DIRECTORY,
+    ERRNO_TYPES,
+    TMP_NAME_LEN,
+    Described,
+    DirectoryStore,
+    key_parts,
+    list_page,
+    sorted_after,
+    tmp_name,
+)
+from cloudfs.ufs.interface import check_dir_move, check_version
 
 
 def translate_os_error(err: OSError, key: str) -> FsError:
     """The ``cloudfs.errors`` type for an ``OSError`` on ``key``; unknown errnos keep theirs."""
     code = err.errno or errno.EIO
     message = f"'{key}': {err.strerror or os.strerror(code)}"
-    cls = _ERRNO_TYPES.get(code)
+    cls = ERRNO_TYPES.get(code)
     result = cls(message) if cls is not None else RemoteIOError(message, errno=code)
     result.__cause__ = err
     return result
@@ -84,6 +71,20 @@ def _info(key: str, st: os.stat_result) -> ObjectInfo:
     return ObjectInfo(key=key, size=st.st_size, mtime_ns=st.st_mtime_ns, etag=_etag(st))
 
 
+def _describe(key: str, entry: os.DirEntry[str]) -> Described:
+    """A listed entry: files and directories; symlinks and special files are not listed."""
+    try:
+        if entry.is_symlink():
+            return None
+        if entry.is_dir(follow_symlinks=False):
+            return DIRECTORY
+        if entry.is_file(follow_symlinks=False):
+            return _info(key, entry.stat(follow_symlinks=False))
+    except FileNotFoundError:
+        pass  # removed while we listed
+    return None
+
+
 def _fsync_dir(path: str) -> None:
     """Make a rename/create in ``path`` durable; best effort on filesystems without it."""
     try:
@@ -101,7 +102,7 @@ def _fsync_dir(path: str) -> None:
 LOCAL_PATH_MAX = 4095  # Linux's PATH_MAX (4096) less the terminating NUL
 
 
-class LocalObjectStore:
+class LocalObjectStore(DirectoryStore):
     """Objects as files under ``root``; the conformance reference for other stores."""
 
     def __init__(self, root: str) -> None:
@@ -119,18 +120,7 @@ class LocalObjectStore:
 
     def _path(self, key: str) -> str:
         """The path of ``key``; refuses keys that would escape the root."""
-        if not key:
-            return self._root
-        parts = key.split("/")
-        if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise InvalidArgument(f"'{key}': not a valid key")
-        if "\0" in key:
-            raise InvalidArgument(f"'{key}': NUL in key")
-        return os.path.join(self._root, *parts)
-
-    @staticmethod
-    def _join(directory: str, name: str) -> str:
-        return f"{directory}/{name}" if directory else name
+        return os.path.join(self._root, *key_parts(key))
 
     # -- ObjectStore ---------------------------------------------------------
 
@@ -153,40 +143,14 @@ class LocalObjectStore:
         files are skipped: only the tree can represent them.
         """
         path = self._path(prefix)
-        limit = max(1, limit)
         try:
             with os.scandir(path) as it:
-                entries = sorted(
-                    (e for e in it if token is None or e.name > token), key=lambda e: e.name
-                )
+                entries = sorted_after(((e.name, e) for e in it), token)
         except (FileNotFoundError, NotADirectoryError):
             return ListPage(objects=[], prefixes=[], next_token=None)
         except OSError as err:
             raise translate_os_error(err, prefix) from err
-        objects: list[ObjectInfo] = []
-        prefixes: list[str] = []
-        last: str | None = None
-        count = 0
-        for entry in entries:
-            if count == limit:
-                return ListPage(objects=objects, prefixes=prefixes, next_token=last)
-            last = entry.name
-            if entry.name.startswith(TMP_PREFIX):
-                continue
-            try:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    prefixes.append(self._join(prefix, entry.name))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    objects.append(_info(self._join(prefix, entry.name), st))
-                else:
-                    continue
-            except FileNotFoundError:
-                continue  # removed while we listed
-            count += 1
-        return ListPage(objects=objects, prefixes=prefixes, next_token=None)
+        return list_page(prefix, entries, limit, _describe)[0]
 
     def head(self, key: str) -> ObjectInfo:
         with _os_errors(key):
@@ -229,14 +193,12 @@ class LocalObjectStore:
 
     def _write_atomic(self, key: str, fill: BinaryIO | bytes) -> ObjectInfo:
         """Write a temp file next to ``key``, fsync it, and rename it over ``key``."""
-        if not key:
-            raise InvalidArgument("cannot write the store root")
         path = self._path(key)
         parent = os.path.dirname(path)
         with _os_errors(key):
             os.makedirs(parent, exist_ok=True)
             # Not mkstemp: its 0600 mode would stick to the object; this honours umask.
-            tmp = os.path.join(parent, TMP_PREFIX + secrets.token_hex(8))
+            tmp = os.path.join(parent, tmp_name())
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             try:
                 with os.fdopen(fd, "wb") as out:
@@ -254,17 +216,6 @@ class LocalObjectStore:
             _fsync_dir(parent)
             return _info(key, os.stat(path))
 
-    def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
-        try:
-            src = open(path, "rb")  # noqa: SIM115 - closed below, before errors are mapped
-        except OSError as err:
-            raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
-        with src:
-            return self._write_atomic(key, src)
-
-    def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
-        return self._write_atomic(key, bytes(data))
-
     def delete(self, key: str) -> None:
         try:
             os.unlink(self._path(key))
@@ -281,7 +232,7 @@ class LocalObjectStore:
         """
         path = os.fsencode(self._path(key))
         name = os.path.basename(path)
-        length = len(path) if directory else len(path) - len(name) + max(len(name), _TMP_NAME)
+        length = len(path) if directory else len(path) - len(name) + max(len(name), TMP_NAME_LEN)
         if length > LOCAL_PATH_MAX:
             raise NameTooLong(f"host paths are at most {LOCAL_PATH_MAX} bytes, not {length}")
 
@@ -314,10 +265,7 @@ class LocalObjectStore:
 
     def rename_dir(self, src: str, dst: str) -> None:
         """``os.rename``: atomic; ``dst`` must be missing or an empty directory."""
-        if not src or not dst:
-            raise InvalidArgument("cannot rename the store root")
-        if src == dst or dst.startswith(src + "/"):
-            raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+        check_dir_move(src, dst)
         src_path, dst_path = self._path(src), self._path(dst)
         with _os_errors(src):
             if not stat.S_ISDIR(os.stat(src_path).st_mode):

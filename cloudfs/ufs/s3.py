@@ -18,7 +18,6 @@ Design notes:
 from __future__ import annotations
 
 import calendar
-import http.client
 import io
 import os
 import time
@@ -53,11 +52,12 @@ from cloudfs.errors import (
 )
 from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs import s3_resumable
+from cloudfs.ufs.interface import check_dir_move, child_key
 from cloudfs.ufs.s3_direct import Body, DirectGet
 from cloudfs.ufs.s3_errors import error_code, http_status, translate, translating
+from cloudfs.ufs.s3_stream import S3ReadStream
 
 if TYPE_CHECKING:
-    from botocore.response import StreamingBody
     from mypy_boto3_s3 import S3Client
 
 PiB = 1 << 50
@@ -76,81 +76,6 @@ def _etag(raw: str) -> str:
 
 def _is_range_error(err: ClientError) -> bool:
     return error_code(err) == "InvalidRange" or http_status(err) == 416
-
-
-def _http_body(body: StreamingBody) -> http.client.HTTPResponse | None:
-    """The http.client response under a botocore body, when it can be read directly.
-
-    Only for a body botocore reads raw (urllib3's ``decode_content`` off, its
-    default for S3): then urllib3 adds nothing but bookkeeping on top of it.
-    """
-    raw = getattr(body, "_raw_stream", None)
-    fp = getattr(raw, "_fp", None)
-    if not isinstance(fp, http.client.HTTPResponse) or getattr(raw, "decode_content", True):
-        return None
-    return fp
-
-
-class S3ReadStream(io.RawIOBase):
-    """A GetObject body as a file object whose read errors are ``cloudfs.errors``.
-
-    A read timeout in the middle of a body is not retried by botocore; the
-    reader sees ``RemoteIOError`` and may reopen from its current offset.
-    """
-
-    def __init__(self, body: StreamingBody, key: str, skip: int = 0) -> None:
-        super().__init__()
-        self._body = body
-        self._key = key
-        # Servers that ignore Range answer 200 with the whole object: drop the head.
-        while skip > 0:
-            chunk = self.read(min(skip, 1 << 20))
-            if not chunk:
-                break
-            skip -= len(chunk)
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        with translating(self._key):
-            return self._body.read(None if size is None or size < 0 else size)
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, buffer: Any, /) -> int:
-        """Fill ``buffer`` from the body; the count is short only at the end.
-
-        The bytes go from the socket straight into ``buffer`` (http.client's
-        ``readinto`` under urllib3: botocore asks for the raw, undecoded body),
-        without the per-read ``bytes`` objects of ``read``. Where the body is
-        not an http.client response (tests, other transports) it falls back
-        to ``read`` and a copy.
-        """
-        view = memoryview(buffer).cast("B")
-        raw = _http_body(self._body)
-        if raw is None:
-            data = self.read(len(view))
-            view[: len(data)] = data
-            return len(data)
-        got = 0
-        try:
-            while got < len(view):
-                n = raw.readinto(view[got:])
-                if not n:
-                    if raw.length:  # http.client does not call a short body an error
-                        raise http.client.IncompleteRead(b"", raw.length)
-                    break
-                got += n
-        except (OSError, http.client.HTTPException) as exc:
-            raise RemoteIOError(f"'{self._key}': S3 connection broke: {exc!r}") from exc
-        return got
-
-    def close(self) -> None:
-        if not self.closed:
-            self._body.close()
-        super().close()
 
 
 class S3ObjectStore:
@@ -212,10 +137,6 @@ class S3ObjectStore:
         full = self._full(key)
         return f"{full}/" if full else ""
 
-    @staticmethod
-    def _join(directory: str, name: str) -> str:
-        return f"{directory}/{name}" if directory else name
-
     # -- ObjectStore ---------------------------------------------------------
 
     def check(self) -> None:
@@ -264,7 +185,7 @@ class S3ObjectStore:
             name = name.rstrip("/")
             if name and "/" not in name and name not in seen:
                 seen.add(name)
-                prefixes.append(self._join(prefix, name))
+                prefixes.append(child_key(prefix, name))
 
         for obj in resp.get("Contents", []):
             name = obj["Key"][len(listed) :]
@@ -275,7 +196,7 @@ class S3ObjectStore:
                 continue
             objects.append(
                 ObjectInfo(
-                    key=self._join(prefix, name),
+                    key=child_key(prefix, name),
                     size=int(obj["Size"]),
                     mtime_ns=_mtime_ns(obj["LastModified"]),
                     etag=_etag(obj.get("ETag", "")),
@@ -438,10 +359,7 @@ class S3ObjectStore:
         Not atomic: a failure part-way leaves both copies of some objects, and the
         sources untouched. Running the same rename again finishes the job.
         """
-        if not src or not dst:
-            raise InvalidArgument("cannot rename the store root")
-        if src == dst or dst.startswith(src + "/"):
-            raise InvalidArgument(f"cannot move '{src}' into itself ('{dst}')")
+        check_dir_move(src, dst)
         src_prefix, dst_prefix = self._dir_prefix(src), self._dir_prefix(dst)
         listed = list(self._walk(src_prefix, src))
         if not listed:

@@ -60,7 +60,7 @@ def s3_config(endpoint: str | None, **overrides: Any) -> S3Config:
 def arrow_local_store(root: Path) -> Any:
     """The pyarrow store over a local directory: pyarrow's own code paths, no cluster."""
     pafs = pytest.importorskip("pyarrow.fs")
-    from cloudfs.ufs.hdfs import ArrowObjectStore
+    from cloudfs.ufs.arrow import ArrowObjectStore
 
     root.mkdir(exist_ok=True)
     fs = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
@@ -487,7 +487,7 @@ def test_arrow_rejects_escaping_and_non_utf8_keys(arrow_store: Any) -> None:
 
 def test_arrow_check_errors(tmp_path: Path) -> None:
     pafs = pytest.importorskip("pyarrow.fs")
-    from cloudfs.ufs.hdfs import ArrowObjectStore
+    from cloudfs.ufs.arrow import ArrowObjectStore
 
     fs = pafs.LocalFileSystem()
     with pytest.raises(NotFound, match="does not exist"):
@@ -517,7 +517,7 @@ class _CountingFs:
 def test_arrow_pages_come_from_one_listing(tmp_path: Path) -> None:
     """A large HDFS directory is listed once, not once per page."""
     pafs = pytest.importorskip("pyarrow.fs")
-    from cloudfs.ufs.hdfs import ArrowObjectStore
+    from cloudfs.ufs.arrow import ArrowObjectStore
 
     for i in range(25):
         (tmp_path / f"f{i:02}").write_bytes(b"x")
@@ -552,7 +552,7 @@ class _HdfsLikeFs(_CountingFs):
 def test_arrow_unreachable_namenode_is_never_not_found() -> None:
     """pyarrow hides HDFS stat errors as "not found": the store must not believe it."""
     pytest.importorskip("pyarrow.fs")
-    from cloudfs.ufs.hdfs import ArrowObjectStore
+    from cloudfs.ufs.arrow import ArrowObjectStore
 
     store = ArrowObjectStore(_HdfsLikeFs(None), "/data", "hdfs://nn:8020/data")
     for call in (
@@ -591,7 +591,7 @@ class _CoarseClockFs(_CountingFs):
 
 def test_arrow_same_size_rewrite_within_a_second_changes_etag(tmp_path: Path) -> None:
     pafs = pytest.importorskip("pyarrow.fs")
-    from cloudfs.ufs.hdfs import ArrowObjectStore
+    from cloudfs.ufs.arrow import ArrowObjectStore
 
     fs = _CoarseClockFs(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()))
     store = ArrowObjectStore(fs, "", "file:///x")
@@ -625,7 +625,7 @@ def test_hdfs_refuses_colons(tmp_path: Path) -> None:
 )
 def test_translate_arrow_errors(make: Any, expected: type[Exception], code: int) -> None:
     pytest.importorskip("pyarrow")
-    from cloudfs.ufs.hdfs import translate_arrow_error
+    from cloudfs.ufs.arrow_errors import translate_arrow_error
 
     err = make()
     result = translate_arrow_error(err, "some/key")
@@ -637,7 +637,7 @@ def test_translate_arrow_errors(make: Any, expected: type[Exception], code: int)
 
 def test_translate_arrow_invalid() -> None:
     pa = pytest.importorskip("pyarrow")
-    from cloudfs.ufs.hdfs import translate_arrow_error
+    from cloudfs.ufs.arrow_errors import translate_arrow_error
 
     assert isinstance(translate_arrow_error(pa.ArrowInvalid("bad path"), "k"), InvalidArgument)
 

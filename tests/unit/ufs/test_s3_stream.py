@@ -10,7 +10,7 @@ from botocore.response import StreamingBody
 from urllib3.response import HTTPResponse
 
 from cloudfs.errors import RemoteIOError
-from cloudfs.ufs.s3 import S3ReadStream
+from cloudfs.ufs.s3_stream import S3ReadStream
 
 
 class FakeSocket:
