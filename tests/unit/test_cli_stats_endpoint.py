@@ -11,8 +11,10 @@ import pytest
 from cloudfs.cli import stats
 from cloudfs.cli.endpoints import serve_metrics
 from cloudfs.cli.main import main
+from cloudfs.cli.stats_json import snapshot_json
+from cloudfs.cli.stats_model import Interval, parse_snapshot
 from cloudfs.cli.stats_source import endpoint_url, is_endpoint
-from cloudfs.cli.stats_view import Interval, parse_snapshot, render, snapshot_json
+from cloudfs.cli.stats_view import render
 from cloudfs.metrics import Metrics
 from tests.support.servers import free_port
 
