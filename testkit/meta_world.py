@@ -74,7 +74,7 @@ class MetaWorld:
 
 
 WORLD_KINDS = ["memory-kv", "lmdb-kv", "local-store"]
-# The Meta contract suite also runs over a real etcd (tests/support/etcd.py).
+# The Meta contract suite also runs over a real etcd (testkit/etcd.py).
 CONTRACT_WORLD_KINDS = [*WORLD_KINDS, "etcd-kv"]
 
 

@@ -279,7 +279,7 @@ def header(data: dict[str, Any], json_path: Path) -> list[str]:
         "`--order-window-size` half the memory cache, `--order-parallel 32`)",
         f"- **Origin:** moto in server mode on 127.0.0.1 behind a TCP proxy that waits "
         f"**{meta.get('delay_ms', 0):.0f} ms before each request** "
-        "(`tests/support/faults_proxy.py`, which also counts the requests); the data set is "
+        "(`testkit/faults_proxy.py`, which also counts the requests); the data set is "
         "written straight to moto",
         f"- **Data set:** {meta.get('workload_text', '?')}: one 1 MiB block per file",
         f"- **Loader:** `torch.utils.data.DataLoader`, batch size {spec.get('batch_size', '?')}, "

@@ -2,7 +2,7 @@
 
 Layout: ``<directory>/<key[:2]>/<key>``, the block files spread over one or
 more directories (one per SSD) by a hash of the key; ``capacity_bytes`` is
-split evenly between them.
+split evenly between them (``disk_shard.py``: a directory, its index and its scan).
 
 Why this shape:
 
@@ -59,7 +59,6 @@ import os
 import threading
 import uuid
 import weakref
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 
@@ -67,7 +66,6 @@ from cloudfs.cache.admission import Admission, AdmitAll
 from cloudfs.cache.belady import NOT_NEEDED, Ranker, RankIndex, Victim
 from cloudfs.cache.blockfile import (
     HEADER_SIZE,
-    KEY_RE,
     TMP_SUFFIX,
     Stamp,
     check_key,
@@ -79,6 +77,7 @@ from cloudfs.cache.blockfile import (
     write_block,
 )
 from cloudfs.cache.counters import TierCounters
+from cloudfs.cache.disk_shard import Shard, scan, shard_for
 from cloudfs.cache.interface import TierStats
 from cloudfs.metrics import Metrics
 
@@ -87,27 +86,6 @@ log = logging.getLogger(__name__)
 __all__ = ["HEADER_SIZE", "DiskBlockCache"]
 
 OPEN_FILES = 256  # block files kept open for read_range_nowait
-
-
-class _Shard:
-    """One cache directory: its LRU index (key -> file size, LRU first), its share, and
-    its blocks in Belady order while a ranker is installed."""
-
-    __slots__ = ("bytes", "capacity", "directory", "index", "ranked", "reserved")
-
-    def __init__(self, directory: str, capacity: int) -> None:
-        self.directory = directory
-        self.capacity = capacity
-        self.index: OrderedDict[str, int] = OrderedDict()
-        self.bytes = 0  # files in the index
-        self.reserved = 0  # files being written
-        self.ranked: RankIndex | None = None  # the same keys, by rank (set_ranker)
-
-    def touch(self, key: str) -> None:
-        """``key`` was read: most recently used."""
-        self.index.move_to_end(key)
-        if self.ranked is not None:
-            self.ranked.touch(key)
 
 
 class DiskBlockCache:
@@ -129,7 +107,7 @@ class DiskBlockCache:
         if not 0.0 <= min_free_ratio < 1.0:
             raise ValueError("min_free_ratio must be in [0, 1)")
         share = capacity_bytes // len(directories)
-        self._shards = [_Shard(d, share) for d in directories]
+        self._shards = [Shard(d, share) for d in directories]
         self._tier = tier
         self._admission = admission or AdmitAll()
         self._min_free = min_free_ratio
@@ -327,12 +305,10 @@ class DiskBlockCache:
 
     # -- internals (callers hold self._lock unless noted) --------------------
 
-    def _shard(self, key: str) -> _Shard:
-        if len(self._shards) == 1:
-            return self._shards[0]
-        return self._shards[zlib.crc32(key.encode()) % len(self._shards)]
+    def _shard(self, key: str) -> Shard:
+        return shard_for(self._shards, key)
 
-    def _admits(self, shard: _Shard, key: str, size: int) -> bool:
+    def _admits(self, shard: Shard, key: str, size: int) -> bool:
         """Whether every block ``key`` would push out of ``shard`` may be pushed out by it."""
         if key in shard.index:
             return True  # a rewrite of a cached block
@@ -347,7 +323,7 @@ class DiskBlockCache:
             need -= victim_size
         return True
 
-    def _ranked_admits(self, shard: _Shard, ranked: RankIndex, key: str, need: int) -> bool:
+    def _ranked_admits(self, shard: Shard, ranked: RankIndex, key: str, need: int) -> bool:
         """``_admits`` by Belady: each victim, farthest-needed first, must be needed later
         than ``key``; between two blocks nobody needs, the admission policy decides."""
         rank = self._rank(key)
@@ -373,7 +349,7 @@ class DiskBlockCache:
     def _rank(self, key: str) -> int:
         return NOT_NEEDED if self._ranker is None else self._ranker.rank(key)
 
-    def _victim(self, shard: _Shard) -> str:
+    def _victim(self, shard: Shard) -> str:
         """The block to evict next from a non-empty shard: the farthest-needed, or the LRU one."""
         if shard.ranked is not None:
             victim = shard.ranked.pop()
@@ -381,7 +357,7 @@ class DiskBlockCache:
                 return victim.key
         return next(iter(shard.index))
 
-    def _free_space_for(self, shard: _Shard, size: int) -> bool:
+    def _free_space_for(self, shard: Shard, size: int) -> bool:
         """Keep the filesystem's free-space floor: evict our blocks, or decline (no lock held)."""
         if self._min_free <= 0:
             return True
@@ -401,11 +377,11 @@ class DiskBlockCache:
             return False
         return True
 
-    def _make_room(self, shard: _Shard, size: int) -> None:
+    def _make_room(self, shard: Shard, size: int) -> None:
         while shard.index and shard.bytes + shard.reserved + size > shard.capacity:
             self._drop(shard, self._victim(shard), evicted=True)
 
-    def _drop(self, shard: _Shard, key: str, *, evicted: bool) -> None:
+    def _drop(self, shard: Shard, key: str, *, evicted: bool) -> None:
         self._verified.pop(key, None)
         entry = self._open.pop(key, None)
         if entry is not None:
@@ -419,44 +395,15 @@ class DiskBlockCache:
         self._counters.removed(size, evicted=evicted)
         unlink_quietly(os.path.join(shard.directory, key[:2], key))
 
-    def _rebuild_index(self, shard: _Shard) -> None:
-        """Scan one directory (constructor only)."""
-        found: list[tuple[int, str, int]] = []
-        with os.scandir(shard.directory) as subdirs:
-            for sub in subdirs:
-                if len(sub.name) != 2 or not sub.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(sub.path) as files:
-                    for entry in files:
-                        self._scan_entry(shard, sub.name, entry, found)
-        found.sort()
+    def _rebuild_index(self, shard: Shard) -> None:
+        """Index what the shard's directory holds (constructor only)."""
+        found = scan(shard, self._shards)
         with self._lock:
             for _, key, size in found:
                 shard.index[key] = size
                 shard.bytes += size
                 self._counters.added(size)
             self._make_room(shard, 0)
-
-    def _scan_entry(
-        self,
-        shard: _Shard,
-        prefix: str,
-        entry: os.DirEntry[str],
-        found: list[tuple[int, str, int]],
-    ) -> None:
-        if entry.name.endswith(TMP_SUFFIX):
-            unlink_quietly(entry.path)
-            return
-        if not KEY_RE.fullmatch(entry.name) or entry.name[:2] != prefix:
-            return
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            return
-        if st.st_size < HEADER_SIZE or self._shard(entry.name) is not shard:
-            unlink_quietly(entry.path)
-            return
-        found.append((st.st_mtime_ns, entry.name, st.st_size))
 
 
 def _close_all(files: OrderedDict[str, tuple[int, Stamp]]) -> None:

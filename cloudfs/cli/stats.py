@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cloudfs.cli import stats_scheduler
+from cloudfs.cli.stats_json import snapshot_json
+from cloudfs.cli.stats_model import Interval
 from cloudfs.cli.stats_source import fetch, is_endpoint
-from cloudfs.cli.stats_view import Interval, render, snapshot_json
+from cloudfs.cli.stats_view import render
 from cloudfs.control import client
 from cloudfs.errors import UsageError
 from cloudfs.jobs.client import default_state_dir

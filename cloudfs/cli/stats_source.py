@@ -2,7 +2,7 @@
 endpoint of a process without a mount (the S3 gateway, a ``cloudfs://`` user, a
 cache worker).
 
-Either way the answer is Prometheus text, parsed by ``stats_view``; a mount adds
+Either way the answer is Prometheus text, parsed by ``stats_model``; a mount adds
 facts of its own (mountpoint, UFS, pid...), an endpoint only ``endpoint`` (its
 URL), which is what tells the view to leave the FUSE rows out.
 """
@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 
-from cloudfs.cli.stats_view import Snapshot, parse_snapshot
+from cloudfs.cli.stats_model import Snapshot, parse_snapshot
 from cloudfs.control import client
 from cloudfs.errors import StartupError
 

@@ -26,13 +26,8 @@ from typing import BinaryIO
 
 from cloudfs.gateway.checksums import CHECKSUM_SIZES, BodyDigests, Expectation, decode_checksum
 from cloudfs.gateway.errors import S3Error
-from cloudfs.gateway.sigv4 import (
-    STREAMING_SIGNED_TRAILER,
-    STREAMING_UNSIGNED_TRAILER,
-    Signed,
-    chunk_signature,
-    trailer_signature,
-)
+from cloudfs.gateway.sigv4 import Signed, chunk_signature, trailer_signature
+from cloudfs.gateway.sigv4_claims import STREAMING_SIGNED_TRAILER, STREAMING_UNSIGNED_TRAILER
 
 MAX_LINE = 4096  # a chunk header is ~90 bytes; a longer line is not aws-chunked
 MAX_TRAILERS = 16

@@ -26,13 +26,8 @@ from typing import BinaryIO
 from cloudfs.gateway.checksums import CHECKSUM_SIZES, BodyDigests
 from cloudfs.gateway.chunked import ChunkedBody, Source
 from cloudfs.gateway.errors import S3Error
-from cloudfs.gateway.sigv4 import (
-    STREAMING_MODES,
-    UNSIGNED_PAYLOAD,
-    HeaderItems,
-    Signed,
-    header_lists,
-)
+from cloudfs.gateway.sigv4 import HeaderItems, Signed, header_lists
+from cloudfs.gateway.sigv4_claims import STREAMING_MODES, UNSIGNED_PAYLOAD
 
 READ_BUFFER = 256 * 1024
 

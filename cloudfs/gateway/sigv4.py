@@ -17,6 +17,10 @@ already encoded the way they sign it, so the raw path is tried first; a client
 that sends a character raw which it encoded when signing (``=``, ``@``, ``!``)
 still verifies through a second candidate, the decoded path re-encoded by
 S3's rules. Both candidates name the same key, so accepting either is safe.
+
+What the request claims it signed (access key, scope, signed headers, time,
+payload) is read, and its time checked, by :mod:`cloudfs.gateway.sigv4_claims`;
+this module holds the keys, the canonical request and the signing.
 """
 
 from __future__ import annotations
@@ -25,40 +29,33 @@ import hashlib
 import hmac
 import logging
 import os
-import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Protocol
 from urllib.parse import quote, unquote, unquote_plus
 
 from cloudfs.errors import UsageError
 from cloudfs.gateway.errors import S3Error
+from cloudfs.gateway.sigv4_claims import (
+    ALGORITHM,
+    check_amz_headers_signed,
+    check_clock,
+    check_expiry,
+    claim_from_header,
+    claim_from_query,
+    sigv2_refused,
+)
 
 log = logging.getLogger(__name__)
 
 Keys = Mapping[str, str]  # access key id -> secret access key
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
-STREAMING_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
-STREAMING_SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
-STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
-STREAMING_MODES = frozenset(
-    {STREAMING_SIGNED, STREAMING_SIGNED_TRAILER, STREAMING_UNSIGNED_TRAILER}
-)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-
-MAX_SKEW_S = 15 * 60  # S3's tolerance between the client's clock and ours
-MAX_EXPIRES_S = 7 * 24 * 3600  # the longest life S3 allows a presigned URL
 
 ACCESS_KEY_ENV = "CLOUDFS_GATEWAY_ACCESS_KEY"
 SECRET_KEY_ENV = "CLOUDFS_GATEWAY_SECRET_KEY"
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")
 
 
 class HeaderItems(Protocol):
@@ -236,20 +233,6 @@ def _canonical_headers(found: dict[str, list[str]], signed_headers: list[str]) -
 # -- authenticate ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Claim:
-    """What the client says it signed, from the header or the query."""
-
-    access_key: str
-    date: str  # yyyymmdd of the scope
-    region: str
-    signed_headers: list[str]
-    signature: str
-    amz_date: str
-    payload: str
-    query_without_signature: str
-
-
 def authenticate(
     method: str,
     raw_path: str,
@@ -278,16 +261,16 @@ def authenticate(
             resource=resource,
         )
     if authorization:
-        claim = _claim_from_header(authorization, found, raw_query, resource)
-        _check_clock(claim.amz_date, current, resource)
-        _check_amz_headers_signed(found, claim.signed_headers, resource)
+        claim = claim_from_header(authorization, found, resource)
+        check_clock(claim.amz_date, current, resource)
+        check_amz_headers_signed(found, claim.signed_headers, resource)
         presigned = False
     elif "x-amz-algorithm" in params or "x-amz-credential" in params:
-        claim = _claim_from_query(raw_query, resource)
-        _check_expiry(claim.amz_date, raw_query, current, resource)
+        claim = claim_from_query(raw_query, resource)
+        check_expiry(claim.amz_date, raw_query, current, resource)
         presigned = True
     elif "awsaccesskeyid" in params or "signature" in params:
-        raise _sigv2(resource)
+        raise sigv2_refused(resource)
     else:
         raise S3Error("AccessDenied", 403, "Access Denied", resource=resource)
     if "host" not in claim.signed_headers:
@@ -311,7 +294,7 @@ def authenticate(
     scope = f"{claim.date}/{claim.region}/s3/aws4_request"
     headers_part = _canonical_headers(found, claim.signed_headers)
     raw_sorted = _raw_sorted_query(raw_query, presigned)
-    queries = [claim.query_without_signature]
+    queries = [_canonical_query(raw_query, drop="X-Amz-Signature" if presigned else None)]
     if raw_sorted != queries[0]:
         queries.append(raw_sorted)
     for path, query in ((p, q) for p in _canonical_paths(raw_path) for q in queries):
@@ -363,237 +346,3 @@ def _raw_sorted_query(raw_query: str, presigned: bool) -> str:
 
 def _query_names(raw_query: str) -> set[str]:
     return {unquote(item.partition("=")[0]).lower() for item in raw_query.split("&") if item}
-
-
-def _sigv2(resource: str) -> S3Error:
-    return S3Error(
-        "InvalidRequest",
-        400,
-        "Signature Version 2 is not supported; use SigV4 (AWS4-HMAC-SHA256)",
-        resource=resource,
-    )
-
-
-def _claim_from_header(
-    authorization: str, found: dict[str, list[str]], raw_query: str, resource: str
-) -> _Claim:
-    def malformed(message: str) -> S3Error:
-        return S3Error("AuthorizationHeaderMalformed", 400, message, resource=resource)
-
-    algorithm, _, rest = authorization.partition(" ")
-    if algorithm == "AWS":
-        raise _sigv2(resource)
-    if algorithm != ALGORITHM:
-        raise S3Error(
-            "InvalidRequest",
-            400,
-            f"Unsupported authorization type {algorithm!r}; use AWS4-HMAC-SHA256 (SigV4)",
-            resource=resource,
-        )
-    fields: dict[str, str] = {}
-    for part in rest.split(","):
-        name, equals, value = part.strip().partition("=")
-        if equals:
-            fields[name] = value.strip()
-    for name in ("Credential", "SignedHeaders", "Signature"):
-        if not fields.get(name):
-            raise malformed(f"The authorization header is malformed; {name} is missing.")
-    access_key, date, region = _credential(fields["Credential"], malformed)
-    amz_date = _header_date(found, malformed)
-    if amz_date[:8] != date:
-        raise malformed(
-            f"The authorization header is malformed; Invalid credential date. "
-            f"Date is not the same as X-Amz-Date: {date}."
-        )
-    payloads = found.get("x-amz-content-sha256")
-    if not payloads:
-        raise S3Error(
-            "InvalidRequest",
-            400,
-            "Missing required header for this request: x-amz-content-sha256",
-            resource=resource,
-        )
-    payload = payloads[0].strip()
-    known = payload in STREAMING_MODES or payload == UNSIGNED_PAYLOAD
-    if not known and not _HEX64.fullmatch(payload.lower()):
-        raise S3Error(
-            "InvalidArgument",
-            400,
-            "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-"
-            "PAYLOAD(-TRAILER), STREAMING-UNSIGNED-PAYLOAD-TRAILER or a hex SHA-256",
-            resource=resource,
-        )
-    return _Claim(
-        access_key=access_key,
-        date=date,
-        region=region,
-        signed_headers=_signed_headers(fields["SignedHeaders"]),
-        signature=fields["Signature"].lower(),
-        amz_date=amz_date,
-        payload=payload,
-        query_without_signature=_canonical_query(raw_query),
-    )
-
-
-def _claim_from_query(raw_query: str, resource: str) -> _Claim:
-    def malformed(message: str) -> S3Error:
-        return S3Error("AuthorizationQueryParametersError", 400, message, resource=resource)
-
-    values: dict[str, str] = {}
-    for item in raw_query.split("&"):
-        name, _, value = item.partition("=")
-        values.setdefault(unquote(name), unquote(value))
-    required = ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires")
-    for name in (*required, "X-Amz-SignedHeaders", "X-Amz-Signature"):
-        if not values.get(name):
-            raise malformed(
-                "Query-string authentication version 4 requires the X-Amz-Algorithm, "
-                "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, "
-                "and X-Amz-Expires parameters."
-            )
-    if values["X-Amz-Algorithm"] != ALGORITHM:
-        raise malformed('X-Amz-Algorithm only supports "AWS4-HMAC-SHA256"')
-    access_key, date, region = _credential(values["X-Amz-Credential"], malformed)
-    amz_date = values["X-Amz-Date"]
-    if not _AMZ_DATE.fullmatch(amz_date):
-        raise malformed("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
-    if amz_date[:8] != date:
-        raise malformed("Invalid credential date. Date is not the same as X-Amz-Date.")
-    return _Claim(
-        access_key=access_key,
-        date=date,
-        region=region,
-        signed_headers=_signed_headers(values["X-Amz-SignedHeaders"]),
-        signature=values["X-Amz-Signature"].lower(),
-        amz_date=amz_date,
-        payload=values.get("X-Amz-Content-Sha256", UNSIGNED_PAYLOAD),
-        query_without_signature=_canonical_query(raw_query, drop="X-Amz-Signature"),
-    )
-
-
-def _credential(credential: str, malformed: _Malformed) -> tuple[str, str, str]:
-    """``AK/yyyymmdd/region/s3/aws4_request`` -> (AK, yyyymmdd, region); any region."""
-    parts = credential.split("/")
-    if len(parts) < 5 or not parts[0]:
-        raise malformed(
-            f"The authorization header is malformed; the Credential is mal-formed; "
-            f'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request": {credential}'
-        )
-    access_key = "/".join(parts[:-4])
-    date, region, service, terminal = parts[-4:]
-    if not re.fullmatch(r"\d{8}", date) or not region:
-        raise malformed(f"Invalid credential date or region in {credential}")
-    if service != "s3":
-        raise malformed(
-            f"The authorization header is malformed; incorrect service {service!r}. "
-            'This endpoint belongs to "s3".'
-        )
-    if terminal != "aws4_request":
-        raise malformed(
-            f"The authorization header is malformed; incorrect terminal {terminal!r}. "
-            'This endpoint uses "aws4_request".'
-        )
-    return access_key, date, region
-
-
-class _Malformed(Protocol):
-    def __call__(self, message: str) -> S3Error: ...
-
-
-def _signed_headers(text: str) -> list[str]:
-    return [name.strip().lower() for name in text.split(";") if name.strip()]
-
-
-def _header_date(found: dict[str, list[str]], malformed: _Malformed) -> str:
-    """The signed time as ``yyyymmddThhmmssZ``: from x-amz-date, else from Date."""
-    amz = (found.get("x-amz-date") or [""])[0].strip()
-    if amz:
-        if not _AMZ_DATE.fullmatch(amz):
-            raise malformed(f"X-Amz-Date {amz!r} is not yyyymmddThhmmssZ")
-        return amz
-    date = (found.get("date") or [""])[0].strip()
-    if not date:
-        raise S3Error(
-            "AccessDenied", 403, "AWS authentication requires a valid Date or x-amz-date header"
-        )
-    try:
-        parsed = parsedate_to_datetime(date)
-    except (TypeError, ValueError) as error:
-        raise S3Error(
-            "AccessDenied", 403, "AWS authentication requires a valid Date or x-amz-date header"
-        ) from error
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def _timestamp(amz_date: str) -> float:
-    parsed = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ")
-    return parsed.replace(tzinfo=timezone.utc).timestamp()
-
-
-def _check_clock(amz_date: str, now: float, resource: str) -> None:
-    try:
-        when = _timestamp(amz_date)
-    except ValueError as error:
-        raise S3Error(
-            "AccessDenied", 403, f"Invalid date {amz_date!r}", resource=resource
-        ) from error
-    if abs(now - when) > MAX_SKEW_S:
-        raise S3Error(
-            "RequestTimeTooSkewed",
-            403,
-            "The difference between the request time and the current time is too large.",
-            resource=resource,
-        )
-
-
-def _check_expiry(amz_date: str, raw_query: str, now: float, resource: str) -> None:
-    expires = ""
-    for item in raw_query.split("&"):
-        name, _, value = item.partition("=")
-        if unquote(name) == "X-Amz-Expires":
-            expires = unquote(value)
-            break
-    if not (expires.isascii() and expires.isdigit()):
-        raise S3Error(
-            "AuthorizationQueryParametersError",
-            400,
-            "X-Amz-Expires should be a number",
-            resource=resource,
-        )
-    if int(expires) > MAX_EXPIRES_S:
-        raise S3Error(
-            "AuthorizationQueryParametersError",
-            400,
-            "X-Amz-Expires must be less than a week (in seconds) that is 604800",
-            resource=resource,
-        )
-    try:
-        when = _timestamp(amz_date)
-    except ValueError as error:
-        raise S3Error(
-            "AuthorizationQueryParametersError", 400, "Invalid X-Amz-Date", resource=resource
-        ) from error
-    if when - now > MAX_SKEW_S:
-        raise S3Error("AccessDenied", 403, "Request is not valid yet", resource=resource)
-    if now > when + int(expires):
-        raise S3Error("AccessDenied", 403, "Request has expired", resource=resource)
-
-
-def _check_amz_headers_signed(
-    found: dict[str, list[str]], signed_headers: list[str], resource: str
-) -> None:
-    """S3 refuses x-amz-* headers the signature does not cover: they could be added in
-    flight (metadata, copy sources, ACLs) without breaking the signature."""
-    unsigned = sorted(
-        name for name in found if name.startswith("x-amz-") and name not in signed_headers
-    )
-    if unsigned:
-        raise S3Error(
-            "AccessDenied",
-            403,
-            "There were headers present in the request which were not signed: "
-            + ", ".join(unsigned),
-            resource=resource,
-        )

@@ -1,6 +1,6 @@
 """The KV protocol conformance suite, run on every engine.
 
-The etcd engine runs on the session's etcd (``tests/support/etcd.py``; skipped
+The etcd engine runs on the session's etcd (``testkit/etcd.py``; skipped
 when etcd is not installed, failed under CI), each test under its own prefix.
 """
 

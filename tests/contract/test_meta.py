@@ -1,6 +1,6 @@
 """The Meta protocol suite: EmbeddedMeta over every KV engine and UFS.
 
-Runs on MemoryKV, LmdbKV and EtcdKV (a real etcd, ``tests/support/etcd.py``)
+Runs on MemoryKV, LmdbKV and EtcdKV (a real etcd, ``testkit/etcd.py``)
 over the in-memory store, and on LMDB over ``LocalObjectStore`` when that
 module exists. UFS effects are checked by
 looking at the store directly. Mirroring details that need call counts live in

@@ -196,7 +196,7 @@ def test_a_transaction_over_the_server_limit_fails_whole(kv: EtcdKV) -> None:
         pytest.raises(errors.RemoteIOError, match="max-txn-ops"),
         kv.transaction(write=True) as txn,
     ):
-        for i in range(65_537):  # tests/support/etcd.py: --max-txn-ops=65536
+        for i in range(65_537):  # testkit/etcd.py: --max-txn-ops=65536
             txn.put(b"many/%06d" % i, b"")
     with kv.transaction(write=False) as txn:
         assert list(txn.scan(b"many/", limit=1)) == []
@@ -213,7 +213,7 @@ def big_dir(etcd: EtcdCluster, tmp_path: Path) -> Iterator[tuple[MetaWorld, Inod
 
 
 def test_a_10000_entry_listing_merges_in_one_commit(big_dir: tuple[MetaWorld, InodeId]) -> None:
-    """20,000 puts, 2.5 MB: over etcd's defaults, within tests/support/etcd.py's limits."""
+    """20,000 puts, 2.5 MB: over etcd's defaults, within testkit/etcd.py's limits."""
     world, big = big_dir
     first = world.meta.readdir(big, None, 100)  # lists and merges the directory
     assert [e.name for e in first] == [b"%05d.jpg" % i for i in range(100)]

@@ -4,7 +4,7 @@ Real processes on loopback: ``cloudfs meta serve``, ``cloudfs cache serve`` and
 ``cloudfs gateway s3`` started with ``--tls-cert``/``--tls-key`` (and
 ``--tls-client-ca``), reached through the project's own clients (``GrpcMeta``,
 ``VolumeClient``, ``PeerGroup``) and boto3; certificates made per module by
-``tests/support/certs.py``.
+``testkit/certs.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Several tree servers on one etcd cluster: concurrency, invariants, failures.
 
 Real processes throughout: a 3-member etcd cluster on loopback
-(``tests/support/etcd.py``), two ``cloudfs meta serve --engine
+(``testkit/etcd.py``), two ``cloudfs meta serve --engine
 etcd://h1,h2,h3/prefix`` servers on it, client processes speaking gRPC
-(``tests/support/stress_client.py``) half to each server, and FUSE mounts
-through a server. After each run, ``tests/support/tree_check.py`` walks the
+(``testkit/stress_client.py``) half to each server, and FUSE mounts
+through a server. After each run, ``testkit/tree_check.py`` walks the
 volume through the API and reads its keys in etcd, and every invariant of the
 tree must hold. The checker itself is tested first, on trees broken on
 purpose.

@@ -1,7 +1,7 @@
 """Every process of the soak, on 127.0.0.1: moto behind the fault proxy, a 3-member etcd,
 a tree service over it, two cache workers in a group, and two FUSE mounts.
 
-The test-support helpers start each one (``tests/support``); this module only wires
+The test-support helpers start each one (``testkit``); this module only wires
 them. The reader mount's cache directory is a small tmpfs of its own, so the soak can
 fill that filesystem (the disk-full fault) without touching the machine's disk.
 """

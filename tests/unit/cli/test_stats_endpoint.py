@@ -10,8 +10,10 @@ import pytest
 
 from cloudfs.cli import stats
 from cloudfs.cli.main import main
+from cloudfs.cli.stats_json import snapshot_json
+from cloudfs.cli.stats_model import Interval, parse_snapshot
 from cloudfs.cli.stats_source import endpoint_url, is_endpoint
-from cloudfs.cli.stats_view import Interval, parse_snapshot, render, snapshot_json
+from cloudfs.cli.stats_view import render
 from cloudfs.lib.endpoints import serve_metrics
 from cloudfs.metrics import Metrics
 from testkit.servers import free_port

@@ -12,15 +12,9 @@ from prometheus_client import generate_latest
 
 from cloudfs.cli import stats
 from cloudfs.cli.main import build_parser, main
-from cloudfs.cli.stats_view import (
-    EMPTY_HISTOGRAM,
-    Histogram,
-    Interval,
-    Snapshot,
-    parse_snapshot,
-    render,
-    snapshot_json,
-)
+from cloudfs.cli.stats_json import snapshot_json
+from cloudfs.cli.stats_model import EMPTY_HISTOGRAM, Histogram, Interval, Snapshot, parse_snapshot
+from cloudfs.cli.stats_view import render
 from cloudfs.control import client
 from cloudfs.epoch.telemetry import JobTelemetry
 from cloudfs.errors import StartupError, UsageError

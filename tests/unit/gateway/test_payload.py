@@ -24,13 +24,12 @@ from hypothesis import strategies as st
 from cloudfs.gateway.chunked import MAX_LINE
 from cloudfs.gateway.errors import S3Error
 from cloudfs.gateway.payload import READ_BUFFER, Body, open_body
-from cloudfs.gateway.sigv4 import (
+from cloudfs.gateway.sigv4 import Signed, authenticate
+from cloudfs.gateway.sigv4_claims import (
     STREAMING_SIGNED,
     STREAMING_SIGNED_TRAILER,
     STREAMING_UNSIGNED_TRAILER,
     UNSIGNED_PAYLOAD,
-    Signed,
-    authenticate,
 )
 from tests.unit.gateway.clients import (
     ACCESS_KEY,
