@@ -3,10 +3,10 @@
 The mechanics under ``ObjectReader`` (which decides *what* to load): the
 caller first claims a ``Flight`` per block in the shared ``SingleFlight``
 table, synchronously, so nobody else fetches the same block; the loader then
-fills the claimed blocks -- disk tier first (one worker-thread hop for the
-whole batch), then the UFS with one ranged GET per run of consecutive
-missing blocks (BASELINE.md: few large requests) -- puts them in the tiers and
-finishes every flight, whatever happens:
+fills the claimed blocks -- disk tier first (``DiskReads.blocks``: one
+worker-thread hop for the whole batch), then the UFS with one ranged GET per
+run of consecutive missing blocks (BASELINE.md: few large requests) -- puts
+them in the tiers and finishes every flight, whatever happens:
 
 * success: ``resolve`` (waiters get the bytes);
 * an error from the store (an ``FsError``, after the store's own bounded
@@ -18,8 +18,9 @@ finishes every flight, whatever happens:
 
 Every blocking call runs in ``trio.to_thread.run_sync`` under a limiter, one
 per kind of work so that none waits behind another: the injected one for the
-store (GETs), ``disk_limiter`` for disk-tier reads (a disk hit never queues
-behind prefetch GETs), and the write-behind's own for disk-tier writes.
+store (GETs), ``disk_limiter`` for disk-tier reads (``DiskReads``, in
+``disk_reads.py``: a disk hit never queues behind prefetch GETs), and the
+write-behind's own for disk-tier writes.
 
 Disk writes of blocks fetched for readers go through ``DiskWriteBehind``: the
 leader of a fetch has its bytes (and has handed them to its waiters) before
@@ -32,17 +33,16 @@ as the GET; only the blocks no peer delivered are fetched from the UFS, one
 ranged GET per run of them. Blocks from a peer go into the tiers exactly as
 fetched ones do.
 
-Disk hits of a read are served by ``read_disk_ranges``: only the bytes the
-read wants, with one ``pread`` per block (``DiskBlockCache.read_range``).
-A sequential stream's body is read with ``readinto`` into one buffer per
-block (``read_block``), not assembled from many small ``bytes``.
+Disk hits of a read are served by ``disk_reads`` (``DiskReads.read_nowait``,
+``read_ranges``): only the bytes the read wants. A sequential stream's body
+is read with ``readinto`` into one buffer per block (``read_block``, with
+``body.py``), not assembled from many small ``bytes``.
 
 Trio thread only; not thread-safe itself.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -52,6 +52,8 @@ from cloudfs.cache.interface import BlockAsk, BlockTier, PeerTier
 from cloudfs.cache.singleflight import Flight, SingleFlight
 from cloudfs.cache.writebehind import WRITE_THREADS, DiskWriteBehind
 from cloudfs.data.blocks import ObjectRef, block_key, block_length, block_span, consecutive_runs
+from cloudfs.data.body import close_quietly, read_exact
+from cloudfs.data.disk_reads import DiskReads
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.errors import FsError, RemoteIOError
 from cloudfs.metrics import Metrics
@@ -59,8 +61,6 @@ from cloudfs.ufs.interface import ObjectStore
 
 Claimed = list[tuple[int, Flight[bytes]]]
 
-# Threads for disk-tier reads: page-cache hits take microseconds, SSD reads ~0.1 ms.
-DISK_READ_THREADS = 8
 # Block keys remembered (sha256 of store, key, ETag, block size, index: ~2 us each).
 KEYS_REMEMBERED = 65_536
 
@@ -84,7 +84,6 @@ class BlockLoader:
         self.ledger = ledger
         self.disk = disk
         self.flights: SingleFlight[str, bytes] = SingleFlight()
-        self._disk_limiter = disk_limiter or trio.CapacityLimiter(DISK_READ_THREADS)
         self._write_limiter = trio.CapacityLimiter(WRITE_THREADS)
         self.write_behind = (
             DiskWriteBehind(disk, limiter=self._write_limiter) if disk is not None else None
@@ -96,6 +95,7 @@ class BlockLoader:
         self._limiter = limiter
         self._peers = peers
         self._keys: dict[tuple[ObjectRef, int], str] = {}
+        self.disk_reads = DiskReads(memory, disk, block_size, self.key, disk_limiter)
 
     @property
     def block_size(self) -> int:
@@ -133,50 +133,6 @@ class BlockLoader:
         """Whether the disk tier holds ``key`` (an index check; counts nothing)."""
         return self.disk is not None and self.disk.contains(key)
 
-    def read_disk_nowait(self, ref: ObjectRef, index: int, lo: int, hi: int) -> bytes | None:
-        """Bytes ``[lo, hi)`` of block ``index`` if the disk tier has them without
-        waiting (an open block file, page-cache bytes): no thread hop. Else None."""
-        disk = self.disk
-        if disk is None:
-            return None
-        key = self.key(ref, index)
-        data = disk.read_range_nowait(key, lo, hi - lo)
-        if data is None or len(data) != hi - lo:
-            return None
-        if lo == 0 and hi == self.length(ref, index):
-            self.memory.put(key, data)
-        return data
-
-    async def read_disk_ranges(
-        self, ref: ObjectRef, wanted: list[tuple[int, int, int]]
-    ) -> dict[int, bytes]:
-        """``(index, lo, hi)``: bytes ``[lo, hi)`` of block ``index`` from the disk tier.
-
-        One worker-thread hop (on the disk limiter) for all of them; a block
-        the tier no longer holds, or found damaged, is left out (fetch it). A
-        range that is the whole block is also put in the memory tier.
-        """
-        disk = self.disk
-        if disk is None or not wanted:
-            return {}
-        asks = [(i, self.key(ref, i), lo, hi, self.length(ref, i)) for i, lo, hi in wanted]
-
-        def read() -> dict[int, bytes]:
-            got = {}
-            for index, key, lo, hi, _length in asks:
-                data = disk.read_range(key, lo, hi - lo, hi - lo)
-                if data is not None and len(data) == hi - lo:
-                    got[index] = data
-                elif data is not None:  # shorter than the object says: not this version
-                    disk.discard(key)
-            return got
-
-        found: dict[int, bytes] = await trio.to_thread.run_sync(read, limiter=self._disk_limiter)
-        for index, key, lo, hi, length in asks:
-            if lo == 0 and hi == length and index in found:
-                self.memory.put(key, found[index])
-        return found
-
     async def load(
         self,
         ref: ObjectRef,
@@ -196,7 +152,7 @@ class BlockLoader:
         pending = dict(claimed)
         result: dict[int, bytes] = {}
         try:
-            for index, data in await self._disk_lookup(ref, sorted(pending)):
+            for index, data in await self.disk_reads.blocks(ref, sorted(pending)):
                 if to_memory:
                     self._remember(self.key(ref, index), data, prefetch)
                 pending.pop(index).resolve(data)
@@ -240,7 +196,7 @@ class BlockLoader:
 
         Returns the claimed blocks it does not hold, still unresolved.
         """
-        found = dict(await self._disk_lookup(ref, [index for index, _ in claimed]))
+        found = dict(await self.disk_reads.blocks(ref, [index for index, _ in claimed]))
         rest: Claimed = []
         for index, flight in claimed:
             data = found.get(index)
@@ -294,7 +250,7 @@ class BlockLoader:
         """
         length = self.length(ref, index)
         data: bytes = await trio.to_thread.run_sync(
-            _read_exact, stream, length, buffer, limiter=self._limiter
+            read_exact, stream, length, buffer, limiter=self._limiter
         )
         if len(data) != length:
             raise RemoteIOError(f"{ref.key}: stream ended early (object changed?)")
@@ -302,7 +258,7 @@ class BlockLoader:
 
     async def close_stream(self, stream: BinaryIO) -> None:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(_close_quietly, stream, limiter=self._limiter)
+            await trio.to_thread.run_sync(close_quietly, stream, limiter=self._limiter)
 
     async def deliver(
         self, ref: ObjectRef, index: int, data: bytes, flight: Flight[bytes], *, to_memory: bool
@@ -353,31 +309,6 @@ class BlockLoader:
                 disk.discard(key)
 
         await trio.to_thread.run_sync(discard, limiter=self._write_limiter)
-
-    async def _disk_lookup(self, ref: ObjectRef, indexes: list[int]) -> list[tuple[int, bytes]]:
-        disk = self.disk
-        if disk is None or not indexes:
-            return []
-        wanted = [(index, self.key(ref, index), self.length(ref, index)) for index in indexes]
-        # A cold block costs no thread hop: its miss is counted here, on the trio thread.
-        wanted = [w for w in wanted if not disk.miss_if_absent(w[1], w[2])]
-        if not wanted:
-            return []
-
-        def lookup() -> list[tuple[int, bytes]]:
-            hits = []
-            for index, key, length in wanted:
-                data = disk.get(key, length)
-                if data is not None and len(data) == length:
-                    hits.append((index, data))
-                elif data is not None:
-                    disk.discard(key)
-            return hits
-
-        hits: list[tuple[int, bytes]] = await trio.to_thread.run_sync(
-            lookup, limiter=self._disk_limiter
-        )
-        return hits
 
     async def fill_group(self, ref: ObjectRef, indexes: list[int]) -> list[str | None]:
         """Have the cache group's owners hold blocks ``indexes`` of ``ref`` (``PeerTier.fill``:
@@ -444,42 +375,3 @@ class BlockLoader:
 
         blocks: list[bytes] = await trio.to_thread.run_sync(fetch, limiter=self._limiter)
         return blocks
-
-
-def _read_exact(stream: BinaryIO, length: int, buffer: bytearray | None) -> bytes:
-    """``length`` bytes from ``stream`` (fewer at EOF), read into ``buffer`` if it can."""
-    readinto = getattr(stream, "readinto", None)
-    if readinto is None:
-        return _read_chunks(stream.read, length)
-    if buffer is None or len(buffer) < length:
-        buffer = bytearray(length)
-    view = memoryview(buffer)[:length]
-    got = 0
-    while got < length:
-        n = readinto(view[got:])
-        if not n:
-            break
-        got += n
-    return bytes(view[:got])
-
-
-def _read_chunks(read: Callable[[int], bytes], length: int) -> bytes:
-    """``length`` bytes from a stream whose ``read`` may return short (fewer at EOF)."""
-    first = read(length)
-    if len(first) == length or not first:
-        return bytes(first)
-    chunks = [first]
-    got = len(first)
-    while got < length:
-        chunk = read(length - got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def _close_quietly(stream: BinaryIO) -> None:
-    # Closing a half-read HTTP body may fail; there is nothing to recover.
-    with contextlib.suppress(Exception):
-        stream.close()

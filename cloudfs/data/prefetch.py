@@ -1,7 +1,7 @@
 """ReadCursor: per-handle sequential detection and the read-ahead window.
 
-This is pure policy (no I/O); ``ObjectReader`` asks it what to prefetch and
-does the fetching. The rules, after mountpoint-s3's prefetcher:
+This is pure policy (no I/O); the reader's ``ReadAhead`` (``readahead.py``)
+asks it what to prefetch and does the fetching. The rules, after mountpoint-s3's prefetcher:
 
 * A read is *sequential* if it starts within one block of where the previous
   read ended (the kernel may reorder its async read requests a little), or if

@@ -13,7 +13,7 @@ import trio
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.writebehind import DiskWriteBehind
 from cloudfs.data.blocks import ObjectRef
-from cloudfs.data.loader import _read_exact
+from cloudfs.data.body import read_exact
 from cloudfs.data.prefetch import ReadCursor
 from cloudfs.data.reader import ObjectReader
 from cloudfs.metrics import Metrics
@@ -310,7 +310,7 @@ class ReadOnly:
 def test_read_exact_fills_a_block_from_short_reads(buffer: bytearray | None) -> None:
     data = payload(50)
     stream = ChunkyStream(data, readinto=True)
-    assert _read_exact(stream, 30, buffer) == data[:30]  # type: ignore[arg-type]
-    assert _read_exact(stream, 30, buffer) == data[30:], "short at the end"
-    assert _read_exact(stream, 30, buffer) == b""
-    assert _read_exact(ReadOnly(data), 50, buffer) == data  # type: ignore[arg-type]
+    assert read_exact(stream, 30, buffer) == data[:30]  # type: ignore[arg-type]
+    assert read_exact(stream, 30, buffer) == data[30:], "short at the end"
+    assert read_exact(stream, 30, buffer) == b""
+    assert read_exact(ReadOnly(data), 50, buffer) == data  # type: ignore[arg-type]

@@ -18,9 +18,10 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.config import CacheConfig
 from cloudfs.data.blocks import ObjectRef, block_key
+from cloudfs.data.failfast import FAIL_FAST_SECONDS
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.prefetch import ReadCursor
-from cloudfs.data.reader import FAIL_FAST_SECONDS, ObjectReader
+from cloudfs.data.reader import ObjectReader
 from cloudfs.errors import InvalidArgument, NotFound, RemoteIOError
 from cloudfs.metrics import Metrics
 from tests.unit.data.test_fake_store import FakeStore
