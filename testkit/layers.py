@@ -130,10 +130,11 @@ ROWS: tuple[Row, ...] = (
     Row(
         "control channel",
         "cloudfs.control",
-        "CLI commands <-> a running mount: `protocol.py` (requests and replies over a 0600 UNIX "
-        "socket beside the pid file), `server.py` (served in the mount's trio loop; streaming "
-        "requests; a second, shared socket for `cloudfs.hints`), `client.py` (finds the mount "
-        "of a path), `paths.py` (pid file and socket paths), `cache_ops.py`, `refresh_ops.py`, "
+        "CLI commands <-> a running mount: `protocol.py` (what the control socket carries, over "
+        "`lib/jsonlines.py`: a 0600 UNIX socket beside the pid file), `server.py` (served in "
+        "the mount's trio loop; streaming requests; a second, shared socket for "
+        "`cloudfs.hints`), `client.py` (finds the mount of a path), `paths.py` (pid file and "
+        "socket paths), `cache_ops.py`, `refresh_ops.py`, "
         "`describe_ops.py`, `writeback_ops.py` (the handlers)",
     ),
     Row(
@@ -150,18 +151,25 @@ ROWS: tuple[Row, ...] = (
         "block to its owner, a batch at once in `transport.py`'s pool), `ring.py` (rendezvous "
         "hashing), `health.py` (failed members left out for a back-off), `membership.py` "
         "(CacheGroupService: `GroupClient`, `GroupHeartbeat`, `GroupWatcher`); worker side: "
-        "`server.py` (`GET /v1/block`), `worker.py` (`BlockWorker`: memory -> disk -> one GET "
+        "`server.py` (`GET /v1/block`), `reply.py` (a block reply read, for the group and the "
+        "node's mount alike), `worker.py` (`BlockWorker`: memory -> disk -> one GET "
         "per block for all callers), `flights.py`, `stores.py`; `wire.py` (path, query, "
         "headers, errno <-> HTTP status)",
     ),
     Row(
         "data",
         "cloudfs.data",
-        "`blocks.py` (`ObjectRef`, block keys), `reader.py` + `loader.py` + `prefetch.py` "
-        "(`ObjectReader`: memory -> disk -> UFS, single flight, read-ahead), `stream.py` (one "
-        "open GET per sequential reader), `ledger.py` (prefetch used / wasted), `watch.py`, "
-        "`staging.py` + `space.py` (`StagedFile`, staging space), `commit.py` (a closed file "
-        "into the UFS and the tree), `uploader.py` + `journal.py` (write-back)",
+        "`blocks.py` (`ObjectRef`, block keys), `reader.py` (`ObjectReader`: the tier walk, "
+        "memory -> disk -> UFS, single flight) + `loader.py` (`BlockLoader`: blocks into the "
+        "tiers, GETs, the cache group) + `body.py` (a streaming GET's body, block by block) + "
+        "`disk_reads.py` (disk hits read in place, on a limiter of their own) + `readahead.py` "
+        "+ `prefetch.py` (read-ahead, its budget, the growing window per reader) + `warmup.py` "
+        "(fetch on open, warm-up, in a cache group too) + `holdings.py` (what the tiers hold of "
+        "an object, evict) + `failfast.py` (a read fails at once after a failed fetch), "
+        "`stream.py` (one open GET per sequential reader), `ledger.py` (prefetch used / "
+        "wasted), `watch.py`, `staging.py` + `space.py` (`StagedFile`, staging space), "
+        "`commit.py` (a closed file into the UFS and the tree), `uploader.py` + `journal.py` "
+        "(write-back)",
     ),
     Row(
         "cache",
@@ -229,8 +237,15 @@ ROWS: tuple[Row, ...] = (
     Row(
         "shared helpers",
         "cloudfs.lib",
-        "helpers several packages use, one home each: `endpoints.py` (`HOST:PORT` flags, "
-        "the Prometheus endpoint)",
+        "one home for what several packages use; above the leaves only: `jsonlines.py` (the "
+        "framing of the control, hints and scheduler sockets: a JSON request line, JSON-line "
+        "events, one final `done` or `error` line; `JsonLinesClient`, their one client: "
+        "connect with a timeout, send, events, an error line as an `FsError` of its errno), "
+        "`http_server.py` (`ThreadedHTTPServer` under the cache worker and the S3 gateway: "
+        "bounded threads, connections per client host, idle timeout, TLS, TCP or a 0600 UNIX "
+        "socket, a graceful `stop`), `loop.py` (`Loop`: a step every few seconds in a thread), "
+        "`serve.py` (`serve_until_signal`: a server process until SIGTERM/SIGINT), "
+        "`endpoints.py` (`HOST:PORT` flags, the Prometheus endpoint)",
     ),
     Row("leaves", "cloudfs.config", "frozen configuration (`MountConfig` and its parts)"),
     Row(

@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +42,7 @@ from cloudfs.cli.meta_serve import is_loopback, read_token
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
+from cloudfs.lib.serve import serve_until_signal
 from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
@@ -170,28 +169,25 @@ def run(args: argparse.Namespace) -> int:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
     if args.metrics:
         serve_metrics(args.metrics, metrics)
-    stopping = threading.Event()
-
-    def stop(signum: int, frame: Any) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    server.start()
-    log.info(
-        "cache worker on port %d, blocks in %s%s%s",
-        server.port, cache_dir, " over TLS" if tls else "", " (token required)" if token else "",
-    )  # fmt: skip
-    print(f"listening on {host}:{server.port}", flush=True)
-    heartbeat = (
-        _heartbeat(joining, joining.advertise or f"{host}:{server.port}") if joining else None
+    heartbeats = (
+        [_heartbeat(joining, joining.advertise or f"{host}:{server.port}")] if joining else []
     )
+
+    def ready() -> None:
+        log.info(
+            "cache worker on port %d, blocks in %s%s%s",
+            server.port,
+            cache_dir,
+            " over TLS" if tls else "",
+            " (token required)" if token else "",
+        )
+        print(f"listening on {host}:{server.port}", flush=True)
+
     try:
-        stopping.wait()
+        # The heartbeat starts after the server and stops first: mounts stop asking
+        # before the worker stops answering.
+        serve_until_signal(server, *heartbeats, ready=ready)
     finally:
-        if heartbeat is not None:
-            heartbeat.stop()  # leave first: mounts stop asking before we stop answering
-        server.stop()
         lock.close()
     return 0
 
@@ -244,12 +240,11 @@ def _joining(args: argparse.Namespace) -> Joining | None:
 
 
 def _heartbeat(joining: Joining, address: str) -> GroupHeartbeat:
-    heartbeat = GroupHeartbeat(
+    """The worker's heartbeat in ``joining``'s group as ``address``, not started yet."""
+    log.info("joining cache group %s at %s as %s", joining.group, joining.meta, address)
+    return GroupHeartbeat(
         GroupClient(joining.meta, token=joining.token, tls=joining.tls),
         joining.group,
         address,
         interval=joining.interval,
     )
-    heartbeat.start()
-    log.info("joining cache group %s at %s as %s", joining.group, joining.meta, address)
-    return heartbeat

@@ -16,7 +16,7 @@ from typing import Any
 from tqdm import tqdm
 
 from cloudfs.control import client
-from cloudfs.control.protocol import Message
+from cloudfs.lib.jsonlines import Message
 from cloudfs.sizes import format_size, parse_seconds
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import tempfile
-import threading
 from typing import Any
 
 from cloudfs.cli import server_logs, tls_flags
@@ -29,6 +27,7 @@ from cloudfs.cli.meta_serve import read_token
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.gateway.errors import S3Error
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
+from cloudfs.lib.serve import serve_until_signal
 
 log = logging.getLogger(__name__)
 
@@ -118,21 +117,18 @@ def run(args: argparse.Namespace) -> int:
         raise StartupError(f"cannot listen on {args.listen}: {e.strerror or e}") from None
     if args.metrics:
         serve_metrics(args.metrics, metrics)
-    stopping = threading.Event()
 
-    def stop(signum: int, frame: Any) -> None:
-        stopping.set()
+    def ready() -> None:
+        log.info(
+            "S3 gateway on port %d%s, staging in %s",
+            server.port,
+            " over TLS" if tls else "",
+            staging,
+        )
+        print(f"listening on {host}:{server.port}", flush=True)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    server.start()
-    log.info(
-        "S3 gateway on port %d%s, staging in %s", server.port, " over TLS" if tls else "", staging
-    )
-    print(f"listening on {host}:{server.port}", flush=True)
     try:
-        stopping.wait()
+        serve_until_signal(server, ready=ready)
     finally:
-        server.stop()
         buckets.close()
     return 0

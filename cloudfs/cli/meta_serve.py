@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 from typing import Any
 
 from cloudfs.cli import server_logs, tls_flags
 from cloudfs.config import S3Config
 from cloudfs.errors import StartupError, UsageError
+from cloudfs.lib.serve import serve_until_signal
 from cloudfs.meta.engine.kv import KVEngine
 from cloudfs.meta.engine.kv_lmdb import LmdbKV
 from cloudfs.tls import is_loopback
@@ -106,26 +105,20 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         raise StartupError(f"cannot listen on {args.listen}: {e}") from None
-    stopping = threading.Event()
 
-    def stop(signum: int, frame: Any) -> None:
-        stopping.set()
+    def ready() -> None:
+        logging.getLogger(__name__).info(
+            "serving %s on port %d%s%s",
+            args.engine,
+            server.port,
+            " over TLS" if tls else "",
+            " (token required)" if token else "",
+        )
+        print(f"listening on {args.listen.rsplit(':', 1)[0]}:{server.port}", flush=True)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    server.start()
-    logging.getLogger(__name__).info(
-        "serving %s on port %d%s%s",
-        args.engine,
-        server.port,
-        " over TLS" if tls else "",
-        " (token required)" if token else "",
-    )
-    print(f"listening on {args.listen.rsplit(':', 1)[0]}:{server.port}", flush=True)
     try:
-        stopping.wait()
+        serve_until_signal(server, ready=ready)
     finally:
-        server.stop()
         volumes.close()
         engine.close()
     return 0

@@ -30,7 +30,6 @@ from cloudfs.client.volume import Parts, VolumeHandle
 from cloudfs.config import S3Config
 from cloudfs.control import client as control
 from cloudfs.control import paths
-from cloudfs.control.protocol import Message
 from cloudfs.errors import (
     AccessDenied,
     FsError,
@@ -39,6 +38,7 @@ from cloudfs.errors import (
     StartupError,
     UsageError,
 )
+from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.metrics import Metrics
 from cloudfs.tls import ClientTLS, load_client_tls

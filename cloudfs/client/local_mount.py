@@ -27,10 +27,12 @@ What the mount answers:
 * A status without an errno, or no reply within the read timeout: not a block
   server to ask; left out until the next probe.
 
-Each thread keeps one keep-alive connection (``http.client`` serves one request
-at a time), and connections belong to the process that opened them: after a
-``fork`` the child drops the parent's (closing its copies of the descriptors,
-which leaves the parent's connections open) and opens its own.
+One GET and its reply are ``cloudfs.peers.reply``'s, as a mount's calls to its
+cache group are. Each thread keeps one keep-alive connection (``http.client``
+serves one request at a time), and connections belong to the process that
+opened them: after a ``fork`` the child drops the parent's (closing its copies
+of the descriptors, which leaves the parent's connections open) and opens its
+own.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from cloudfs.client.unix_http import UnixHTTPConnection
@@ -53,7 +54,8 @@ from cloudfs.control import paths
 from cloudfs.data.blocks import ObjectRef, block_length
 from cloudfs.errors import ObjectChanged
 from cloudfs.metrics import Metrics
-from cloudfs.peers import wire
+from cloudfs.peers import reply, wire
+from cloudfs.peers.reply import Reply
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +64,6 @@ PROBE_SECONDS = 5.0  # how often a process without a usable mount looks for one
 READ_TIMEOUT = 5.0
 TIER = "mount"  # the label of blocks served by the mount in cloudfs_blockcache_*
 REFUSING = (E.EINVAL, E.EACCES, E.EPERM)  # the mount serves no such blocks
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """The mount's reply to one block GET."""
-
-    status: int
-    data: bytes
-    source: str | None  # X-Cloudfs-Source: memory, disk or origin
-    crc32: int | None
-    errno: int | None  # X-Cloudfs-Errno: the mount answered about this block
-    reason: str
-
-
-class _Stale(Exception):
-    """A reused connection was found closed before any reply: send again on a new one."""
 
 
 class LocalMount:
@@ -202,7 +188,7 @@ class LocalMount:
 
     # -- one call ---------------------------------------------------------------
 
-    def _accept(self, path: str, ref: ObjectRef, index: int, answer: Answer) -> bytes | None:
+    def _accept(self, path: str, ref: ObjectRef, index: int, answer: Reply) -> bytes | None:
         if answer.status == 200:
             length = block_length(index, ref.size, self.block_size)
             data = answer.data
@@ -230,21 +216,8 @@ class LocalMount:
             self._leave(path, answer.reason)
         return None
 
-    def _call(self, path: str, target: str) -> Answer:
-        conn, reused = self._connection(path)
-        try:
-            return _exchange(conn, target, reused)
-        except _Stale:
-            self._drop(conn)
-            conn, _ = self._connection(path)
-            try:
-                return _exchange(conn, target, reused=False)
-            except BaseException:
-                self._drop(conn)
-                raise
-        except BaseException:
-            self._drop(conn)
-            raise
+    def _call(self, path: str, target: str) -> Reply:
+        return reply.get(lambda: self._connection(path), self._drop, target)
 
     def _connection(self, path: str) -> tuple[UnixHTTPConnection, bool]:
         """This thread's connection to the mount at ``path``, and whether it served a
@@ -280,31 +253,3 @@ def _accepts(path: str, timeout: float) -> bool:
     finally:
         sock.close()
     return True
-
-
-def _exchange(conn: UnixHTTPConnection, target: str, reused: bool) -> Answer:
-    """One request and its whole reply on ``conn``; ``_Stale`` where a reused
-    connection turned out closed (the mount closes idle ones) before any reply."""
-    try:
-        conn.request("GET", target)
-        response = conn.getresponse()
-    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-        if reused:
-            raise _Stale from exc
-        raise
-    if response.length is None or response.length > wire.MAX_BLOCK_BYTES:
-        conn.close()  # not a block server's reply: never read an unbounded body
-        raise http.client.HTTPException(f"a reply of {response.length} bytes refused")
-    data = response.read()
-    if response.will_close:
-        conn.close()
-    crc = response.getheader(wire.CRC_HEADER)
-    number = response.getheader(wire.ERRNO_HEADER)
-    return Answer(
-        status=response.status,
-        data=data,
-        source=response.getheader(wire.SOURCE_HEADER),
-        crc32=int(crc) if crc is not None and crc.isdigit() else None,
-        errno=int(number) if number is not None and number.isdigit() else None,
-        reason=data[:200].decode("utf-8", "replace").strip() if response.status != 200 else "",
-    )

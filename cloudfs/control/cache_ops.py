@@ -27,11 +27,12 @@ from typing import Any
 import trio
 from prometheus_client import generate_latest
 
-from cloudfs.control.protocol import Message, inodes_of
+from cloudfs.control.protocol import inodes_of
 from cloudfs.control.server import Emit, Handler
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
 from cloudfs.errors import FsError, InvalidArgument
+from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.interface import Meta
 from cloudfs.metrics import Metrics
 from cloudfs.types import InodeId

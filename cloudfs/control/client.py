@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
-from typing import BinaryIO
 
 from cloudfs import mountinfo
 from cloudfs.control import paths
-from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
-from cloudfs.errors import FsError, StartupError, UsageError
+from cloudfs.errors import StartupError, UsageError
+from cloudfs.lib.jsonlines import JsonLinesClient, Message
 
 
 def mountpoint_of(path: str) -> str:
@@ -33,38 +31,23 @@ def call(mountpoint: str, request: Message, *, timeout: float) -> Iterator[Messa
     """Send ``request`` to the mount at ``mountpoint``; yield its events, then its result.
 
     ``timeout`` bounds the wait for each line. The final line's error becomes an
-    ``FsError`` with the server's errno.
+    ``FsError`` with the server's errno; a mount that does not answer, or not in
+    time, a ``StartupError``.
     """
-    path = paths.control_socket(mountpoint)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
     try:
-        try:
-            sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError):
-            raise StartupError(
-                f"{mountpoint}: the mount process does not answer (not a CloudFS mount of this "
-                "user, or it has died)"
-            ) from None
-        sock.sendall(encode(request))
-        yield from _events(sock.makefile("rb"), mountpoint)  # type: ignore[arg-type]
-    except TimeoutError:
-        raise StartupError(f"{mountpoint}: no answer within {timeout:g} s") from None
-    finally:
-        sock.close()
-
-
-def _events(lines: BinaryIO, mountpoint: str) -> Iterator[Message]:
-    while True:
-        line = lines.readline(MAX_LINE + 1)
-        if not line:
-            raise StartupError(f"{mountpoint}: the mount process closed the connection")
-        message = decode(line)
-        if "error" in message:
-            raise FsError(str(message["error"]), errno=int(message.get("errno", 5)))
-        yield message
-        if message.get("done"):
-            return
+        channel = JsonLinesClient(
+            paths.control_socket(mountpoint),
+            timeout=timeout,
+            peer=f"{mountpoint}: the mount process",
+        )
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise StartupError(
+            f"{mountpoint}: the mount process does not answer (not a CloudFS mount of this "
+            "user, or it has died)"
+        ) from None
+    with channel:
+        channel.send(request)
+        yield from channel.events()
 
 
 def result(mountpoint: str, request: Message, *, timeout: float = 10.0) -> Message:

@@ -15,8 +15,8 @@ refused (the tree socket refuses them too).
 from __future__ import annotations
 
 from cloudfs.config import MountConfig
-from cloudfs.control.protocol import Message
 from cloudfs.control.server import Emit, Handler
+from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.meta.service.single import LOCAL_VOLUME
 from cloudfs.tokens import TokenFile, token_source

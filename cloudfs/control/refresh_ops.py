@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import trio
 
-from cloudfs.control.protocol import Message, inodes_of
+from cloudfs.control.protocol import inodes_of
 from cloudfs.control.server import Emit, Handler
+from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.interface import Invalidation, Meta
 
 

@@ -27,8 +27,10 @@ from pathlib import Path
 
 import trio
 
-from cloudfs.control.protocol import MAX_LINE, PEER, Message, decode, encode
+from cloudfs.control.protocol import PEER
 from cloudfs.errors import FsError
+from cloudfs.lib import jsonlines
+from cloudfs.lib.jsonlines import Message, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ class ControlServer:
                 trio.BrokenResourceError,
                 trio.ClosedResourceError,
             ) as e:
-                await _send_quietly(stream, {"error": f"bad request: {e}", "errno": errno.EINVAL})
+                await _send_quietly(stream, jsonlines.error(f"bad request: {e}", errno.EINVAL))
                 return
             request[PEER] = _peer(stream)
 
@@ -116,7 +118,7 @@ class ControlServer:
         stream_handler = self._stream_handlers.get(op)
         handler = self._handlers.get(op)
         if handler is None and stream_handler is None:
-            return {"error": f"unknown operation {request.get('op')!r}", "errno": errno.EINVAL}
+            return jsonlines.error(f"unknown operation {request.get('op')!r}", errno.EINVAL)
         try:
             if stream_handler is not None:
                 result = await stream_handler(request, reader, emit)
@@ -124,35 +126,36 @@ class ControlServer:
                 assert handler is not None
                 result = await handler(request, emit)
         except FsError as e:
-            return {"error": str(e), "errno": e.errno}
+            return jsonlines.error(str(e), e.errno)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise
         except Exception:
             log.exception("control operation %r failed", request.get("op"))
-            return {"error": "internal error (see the mount's log)", "errno": errno.EIO}
-        return {"done": True, **result}
+            return jsonlines.error("internal error (see the mount's log)", errno.EIO)
+        return jsonlines.done(result)
 
 
 class ClientLines:
-    """JSON lines from a client, each at most ``MAX_LINE`` bytes."""
+    """JSON lines from a client, each at most ``MAX_LINE`` bytes (``jsonlines.LineBuffer``)."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
-        self._buf = bytearray()
+        self._lines = jsonlines.LineBuffer()
         self._eof = False
 
     async def line(self) -> bytes:
-        """The next line (without its newline); b"" at the end of the stream."""
-        while b"\n" not in self._buf and not self._eof:
+        """The next line (without its newline); b"" at the end of the stream;
+        ``ValueError`` for one past ``MAX_LINE``."""
+        while True:
+            line = self._lines.line()
+            if line is not None:
+                return line
+            if self._eof:
+                return self._lines.rest()
             chunk = await self._stream.receive_some(65536)
             if not chunk:
                 self._eof = True
-            self._buf += chunk
-            if len(self._buf) > MAX_LINE and b"\n" not in self._buf:
-                raise ValueError("request line too long")
-        line, _, rest = bytes(self._buf).partition(b"\n")
-        self._buf = bytearray(rest)
-        return line
+            self._lines.feed(chunk)
 
     async def closed(self) -> None:
         """Wait, however long, for the client to close the connection (ignoring what it sends)."""

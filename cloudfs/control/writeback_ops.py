@@ -18,10 +18,10 @@ from dataclasses import asdict
 
 import trio
 
-from cloudfs.control.protocol import Message
 from cloudfs.control.server import Emit, Handler
 from cloudfs.data.uploader import Backlog, Uploader
 from cloudfs.errors import InvalidArgument
+from cloudfs.lib.jsonlines import Message
 
 PROGRESS_SECONDS = 0.5
 EMPTY = Backlog(files=0, bytes=0, oldest_age=0.0, failures=0, uploading=0)

@@ -25,7 +25,7 @@ from collections import Counter
 
 import trio
 
-from cloudfs.control.protocol import PEER, Message
+from cloudfs.control.protocol import PEER
 from cloudfs.control.server import ClientLines, Emit, Handler, StreamHandler
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
@@ -33,6 +33,7 @@ from cloudfs.epoch.board import RANKED_FILES, JobBoard, JobKey, Known
 from cloudfs.epoch.order import MAX_FILES, EpochOrder
 from cloudfs.epoch.resolve import Caller, Resolver
 from cloudfs.errors import FsError, InvalidArgument
+from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.interface import Meta
 
 log = logging.getLogger(__name__)

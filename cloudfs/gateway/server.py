@@ -1,4 +1,4 @@
-"""GatewayServer: S3's HTTP API over ``ThreadingHTTPServer``, one thread per connection.
+"""GatewayServer: S3's HTTP API, one thread per connection (``lib/http_server.py``).
 
 Each request: parse the path-style URL (``/bucket/key``), authenticate it
 (SigV4, ``sigv4.authenticate``) before a byte of its body is read, answer
@@ -22,14 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
-import socketserver
-import threading
 import time
 import uuid
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cloudfs.errors import FsError
@@ -40,7 +36,8 @@ from cloudfs.gateway.exchange import Headers, Request, Response
 from cloudfs.gateway.faults import s3_error
 from cloudfs.gateway.routing import route
 from cloudfs.gateway.transfer import ChunkedBody
-from cloudfs.tls import ServerTLS, handshake
+from cloudfs.lib.http_server import ConnectionHandler, ThreadedHTTPServer
+from cloudfs.tls import ServerTLS
 
 log = logging.getLogger(__name__)
 
@@ -48,45 +45,7 @@ IDLE_SECONDS = 120.0  # an idle keep-alive connection is closed after this
 _WRITES = frozenset({"PUT", "POST", "DELETE"})
 
 
-class _Listener(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
-
-    def __init__(
-        self, address: tuple[str, int], family: socket.AddressFamily, gateway: GatewayServer
-    ) -> None:
-        self.address_family = family
-        self.gateway = gateway
-        self.open: set[socket.socket] = set()
-        self.open_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no DNS lookup of our own name
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        with self.open_lock:
-            self.open.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.open_lock:
-                self.open.discard(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("connection from %s ended", client_address, exc_info=True)
-
-    def drop_connections(self) -> None:
-        with self.open_lock:
-            sockets = list(self.open)
-        for s in sockets:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-
-class GatewayServer:
+class GatewayServer(ThreadedHTTPServer):
     def __init__(
         self,
         gateway: Gateway,
@@ -98,72 +57,24 @@ class GatewayServer:
     ) -> None:
         """``address``: HOST:PORT (port 0 picks one: ``port``); ``keys``: access key -> secret;
         ``tls``: serve HTTPS (``cloudfs/tls.py``). ``OSError`` if it cannot listen."""
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__(
+            address, _Handler, name="s3-gateway", threads=threads, idle_seconds=IDLE_SECONDS,
+            tls=tls,
+        )  # fmt: skip
         self.gateway = gateway
         self.keys = dict(keys)
-        self._slots = threading.BoundedSemaphore(threads)
-        self._busy = 0
-        self._busy_lock = threading.Condition()
-        self._listener = _Listener((host, int(port)), family, self)
-        if tls is not None:
-            self._listener.socket = tls.wrap_listener(self._listener.socket)
-        self.port: int = self._listener.server_address[1]
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, name="s3-gateway", daemon=True
-        )
-        self._thread.start()
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop accepting; wait up to ``grace`` seconds for requests under way; close."""
-        self._listener.shutdown()
-        deadline = time.monotonic() + grace
-        with self._busy_lock:
-            while self._busy and time.monotonic() < deadline:
-                self._busy_lock.wait(0.1)
-        self._listener.drop_connections()
-        self._listener.server_close()
-
-    def serving(self) -> contextlib.AbstractContextManager[None]:
-        return _Serving(self)
+        super().stop(grace)
 
 
-class _Serving:
-    """One request's slot: bounded by ``threads``, counted for a graceful stop."""
-
-    def __init__(self, server: GatewayServer) -> None:
-        self.server = server
-
-    def __enter__(self) -> None:
-        self.server._slots.acquire()
-        with self.server._busy_lock:
-            self.server._busy += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self.server._busy_lock:
-            self.server._busy -= 1
-            self.server._busy_lock.notify_all()
-        self.server._slots.release()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ConnectionHandler):
     server_version = "CloudFS"
-    sys_version = ""
-    server: _Listener
 
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.connection.settimeout(IDLE_SECONDS)
-        handshake(self.connection)  # TLS: a failed one ends this connection only
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+    @property
+    def gateway_server(self) -> GatewayServer:
+        return cast(GatewayServer, self.owner)
 
     def handle_expect_100(self) -> bool:
         return True  # answered once the request has authenticated (``_continue``)
@@ -177,12 +88,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         started = time.monotonic()
-        gw = self.server.gateway.gateway
+        gw = self.gateway_server.gateway
         metrics = gw.metrics
         op, request_id = "Unknown", uuid.uuid4().hex[:16].upper()
         response: Response
         body: _Counted | None = None
-        with self.server.gateway.serving():
+        with self.gateway_server.slot():
             if metrics:
                 metrics.in_flight.inc()
             try:
@@ -242,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             length = 0
         signed = sigv4.authenticate(
-            self.command, raw_path, raw_query, self.headers, self.server.gateway.keys
+            self.command, raw_path, raw_query, self.headers, self.gateway_server.keys
         )
         if self.headers.get("Expect", "").lower() == "100-continue":
             self.send_response_only(100)

@@ -8,11 +8,11 @@ work and a million files in a few directories cost a few resolutions.
 from __future__ import annotations
 
 import os
-import socket
 
 from cloudfs import mountinfo
 from cloudfs.control import paths
-from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
+from cloudfs.errors import FsError
+from cloudfs.lib.jsonlines import ChannelError, JsonLinesClient, Message
 
 CONNECT_TIMEOUT = 5.0
 # How long a mount may take to resolve an order and answer (it works as the lines arrive).
@@ -30,58 +30,48 @@ class MountConnection:
     def __init__(self, mountpoint: str, request: Message) -> None:
         self.mountpoint = mountpoint
         self.answer: Message = {}
-        self._sock = _connect(mountpoint)
-        self._lines = self._sock.makefile("rb")
+        self._channel = _connect(mountpoint)
         self.send(request)
 
     def send(self, message: Message) -> None:
-        data = encode(message)
-        if len(data) > MAX_LINE:
-            raise HintError(f"{self.mountpoint}: a request line over {MAX_LINE} bytes")
         try:
-            self._sock.sendall(data)
-        except OSError as e:
-            raise HintError(f"{self.mountpoint}: the mount closed the connection ({e})") from None
+            self._channel.send(message)
+        except (ChannelError, FsError) as e:
+            raise self._failed(e) from None
 
     def finish(self, detach: bool) -> None:
         """End the order; read the mount's answer (a held connection stays open)."""
         self.send_end()
-        self.answer = self._read(ANSWER_TIMEOUT)
+        self.answer = self._read()
         if detach:
-            self._read(ANSWER_TIMEOUT)  # the final line
+            self._read()  # the final line
             self.close()
 
     def send_end(self) -> None:
         try:
-            self._sock.sendall(b"\n")
-        except OSError as e:
-            raise HintError(f"{self.mountpoint}: the mount closed the connection ({e})") from None
-
-    def _read(self, timeout: float) -> Message:
-        self._sock.settimeout(timeout)
-        try:
-            line = self._lines.readline(MAX_LINE + 1)
-        except TimeoutError:
-            raise HintError(f"{self.mountpoint}: no answer within {timeout:g} s") from None
-        except OSError as e:
-            raise HintError(f"{self.mountpoint}: {e}") from None
-        if not line:
-            raise HintError(f"{self.mountpoint}: the mount closed the connection")
-        try:
-            message = decode(line)
-        except ValueError:
-            raise HintError(f"{self.mountpoint}: a garbled answer") from None
-        if "error" in message:
-            raise HintError(f"{self.mountpoint}: {message['error']}")
-        return message
+            self._channel.send_end()
+        except (ChannelError, FsError) as e:
+            raise self._failed(e) from None
 
     def ask(self) -> Message:
         """The final answer of a one-line request (the mount reads nothing after it)."""
-        return self._read(ANSWER_TIMEOUT)
+        return self._read()
 
     def close(self) -> None:
-        self._lines.close()
-        self._sock.close()
+        self._channel.close()
+
+    def _read(self) -> Message:
+        try:
+            return self._channel.read(ANSWER_TIMEOUT)
+        except (ChannelError, FsError) as e:
+            raise self._failed(e) from None
+
+    def _failed(self, error: ChannelError | FsError) -> HintError:
+        """The mount refused (its message), or did not answer as it should
+        (``ChannelError``: it names the mount and what went wrong)."""
+        if isinstance(error, ChannelError):
+            return HintError(str(error))
+        return HintError(f"{self.mountpoint}: {error}")
 
 
 class Router:
@@ -132,16 +122,14 @@ class Router:
         self._connections.clear()
 
 
-def _connect(mountpoint: str) -> socket.socket:
+def _connect(mountpoint: str) -> JsonLinesClient:
     for candidate in paths.hints_socket_candidates(mountpoint):
         if not candidate.exists():
             continue
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(CONNECT_TIMEOUT)
         try:
-            sock.connect(str(candidate))
-        except OSError as e:
-            sock.close()
+            return JsonLinesClient(
+                candidate, timeout=CONNECT_TIMEOUT, peer=f"{mountpoint}: the mount"
+            )
+        except (OSError, ChannelError) as e:
             raise HintError(f"{mountpoint}: cannot reach the mount's hints socket ({e})") from None
-        return sock
     raise HintError(f"{mountpoint}: the mount has no hints socket (an older CloudFS, or it died)")

@@ -9,15 +9,14 @@ state directory in the background (its own session, output to
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
-from cloudfs.errors import FsError, StartupError
+from cloudfs.errors import StartupError
 from cloudfs.jobs.server import socket_path
+from cloudfs.lib.jsonlines import JsonLinesClient, Message
 
 START_TIMEOUT = 20.0
 
@@ -77,19 +76,8 @@ def start_server(state_dir: Path, config: Path | None) -> None:
 
 
 def _call(state_dir: Path, message: Message, timeout: float) -> Message:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(str(socket_path(state_dir)))
-        sock.sendall(encode(message))
-        line = sock.makefile("rb").readline(MAX_LINE + 1)
-    except TimeoutError:
-        raise StartupError(f"the scheduler gave no answer within {timeout:g} s") from None
-    finally:
-        sock.close()
-    if not line:
-        raise StartupError("the scheduler closed the connection without an answer")
-    answer = decode(line)
-    if "error" in answer:
-        raise FsError(str(answer["error"]), errno=int(answer.get("errno", 5)))
-    return answer
+    """One request and its answer; ``FileNotFoundError``/``ConnectionRefusedError``
+    where no scheduler listens."""
+    with JsonLinesClient(socket_path(state_dir), timeout=timeout, peer="the scheduler") as channel:
+        channel.send(message)
+        return channel.reply()

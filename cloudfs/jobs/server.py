@@ -1,6 +1,6 @@
 """The scheduler's API on a UNIX socket (mode 0600) in its state directory.
 
-The control channel's framing (``cloudfs.control.protocol``): one JSON request
+The JSON-lines framing of ``cloudfs.lib.jsonlines``: one JSON request
 line per connection, one answer line, ``{"done": true, ...}`` or
 ``{"error": message, "errno": n}``. Requests: ``ping``, ``submit`` (``spec``:
 the YAML text), ``list``, ``status`` (``id``), ``cancel`` (``id``), ``logs``
@@ -21,10 +21,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from cloudfs.control.protocol import MAX_LINE, Message, decode, encode
 from cloudfs.errors import FsError
 from cloudfs.jobs.record import JobRecord
 from cloudfs.jobs.scheduler import Scheduler
+from cloudfs.lib import jsonlines
+from cloudfs.lib.jsonlines import Message, decode, encode, read_line
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +53,17 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         self.request.settimeout(30)
         try:
-            line = self.rfile.readline(MAX_LINE + 1)
-            request = decode(line)
-            answer = {**_dispatch(self.server.scheduler, request, _peer_user(self.request)),
-                      "done": True}  # fmt: skip
+            request = decode(read_line(self.rfile))
+            answer = jsonlines.done(
+                _dispatch(self.server.scheduler, request, _peer_user(self.request))
+            )
         except FsError as e:
-            answer = {"error": str(e), "errno": e.errno}
+            answer = jsonlines.error(str(e), e.errno)
         except ValueError as e:
-            answer = {"error": str(e), "errno": errno.EINVAL}
+            answer = jsonlines.error(str(e), errno.EINVAL)
         except Exception as e:
             log.exception("request failed")
-            answer = {"error": f"internal error: {e}", "errno": errno.EIO}
+            answer = jsonlines.error(f"internal error: {e}", errno.EIO)
         with contextlib.suppress(OSError):
             self.wfile.write(encode(answer))
 

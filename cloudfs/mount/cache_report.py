@@ -23,8 +23,8 @@ import socket
 from collections.abc import Callable, Mapping
 
 from cloudfs.cache.interface import BlockTier
+from cloudfs.lib.loop import Loop
 from cloudfs.meta.client.channel import ServiceClient
-from cloudfs.peers.membership import Loop
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token
 from cloudfs.v1 import meta_pb2 as pb

@@ -54,8 +54,9 @@ from cloudfs.cache.interface import BlockAsk
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.health import MemberHealth
+from cloudfs.peers.reply import Reply
 from cloudfs.peers.ring import Ring
-from cloudfs.peers.transport import BlockTransport, Reply
+from cloudfs.peers.transport import BlockTransport
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token, token_source
 from cloudfs.ufs.factory import parse_uri

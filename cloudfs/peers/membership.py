@@ -10,8 +10,9 @@
 * ``GroupWatcher``: a mount lists the group every ``interval`` seconds and
   hands each new membership to ``PeerGroup.update``.
 
-Why threads rather than the mount's trio loop: the worker has no loop, the
-calls are blocking gRPC ones, and a thread per loop keeps both users alike.
+Both are ``Loop``s (``cloudfs/lib/loop.py``). Why threads rather than the
+mount's trio loop: the worker has no loop, the calls are blocking gRPC ones,
+and a thread per loop keeps both users alike.
 Both loops outlive a tree service that is away: each call has a deadline,
 a failure is logged once per change of state (not once per try), the
 heartbeat keeps trying, and the watcher keeps the last membership it saw
@@ -22,10 +23,10 @@ failed call).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from cloudfs.errors import FsError
+from cloudfs.lib.loop import Loop
 from cloudfs.meta.client.channel import ServiceClient
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token
@@ -64,52 +65,6 @@ class GroupClient(ServiceClient):
 
     def members(self, group: str) -> tuple[str, ...]:
         return tuple(self._call("ListGroup", pb.GroupRef(group=group)).members)
-
-
-class Loop:
-    """Run ``step`` now and every ``interval`` seconds in a daemon thread until stopped;
-    log its failures once per change of state."""
-
-    def __init__(self, name: str, interval: float, what: str) -> None:
-        self._interval = interval
-        self._what = what
-        self._stopping = threading.Event()
-        self._failing = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=CALL_TIMEOUT * 2)
-
-    def step(self) -> None:
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self.tick()
-            self._stopping.wait(self._interval)
-
-    def tick(self) -> bool:
-        """One step; whether it worked (failures are logged, never raised)."""
-        try:
-            self.step()
-        except FsError as exc:
-            if not self._failing:
-                log.warning("%s failed, trying every %g s: %s", self._what, self._interval, exc)
-            self._failing = True
-            return False
-        except Exception:
-            log.exception("%s failed; trying again in %g s", self._what, self._interval)
-            self._failing = True
-            return False
-        if self._failing:
-            log.info("%s works again", self._what)
-        self._failing = False
-        return True
 
 
 class GroupHeartbeat(Loop):

@@ -1,14 +1,14 @@
 """CacheServer: a ``BlockWorker`` served over plain HTTP/1.1 (the wire of ``wire.py``).
 
-One thread per connection (``ThreadingHTTPServer``), keep-alive, TCP_NODELAY;
-an idle connection is closed after ``IDLE_SECONDS`` so a mount that went away
-pins no thread. ``threads`` bounds the blocks served at once (a semaphore
-around the worker call and the reply, which may wait for an object-store
-GET), not the connections: a mount keeps one connection per thread of its
-pool, most of them idle between batches, and an idle one must not hold up
-another mount's call until its deadline. Each client host may hold at most
-``max_connections_per_client`` connections (so one cannot take a thread per
-connection without end); past that it is answered 503 and closed.
+The server is ``cloudfs.lib.http_server.ThreadedHTTPServer``: one thread per
+connection, keep-alive, TCP_NODELAY; an idle connection is closed after
+``IDLE_SECONDS`` so a mount that went away pins no thread. ``threads`` bounds
+the blocks served at once (a slot around the worker call, which may wait for
+an object-store GET), not the connections: a mount keeps one connection per
+thread of its pool, most of them idle between batches, and an idle one must
+not hold up another mount's call until its deadline. Each client host may
+hold at most ``max_connections_per_client`` connections (so one cannot take a
+thread per connection without end); past that it is answered 503 and closed.
 
 An ``FsError`` from the worker becomes its status (``wire.status_of``) with the
 errno in ``X-Cloudfs-Errno``, which tells the caller the worker is alive and the
@@ -32,27 +32,21 @@ mount's tiers with blocks its own reads never look up.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
-import os
-import socket
-import socketserver
 import threading
-import time
 import zlib
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from cloudfs.errors import FsError, InvalidArgument
+from cloudfs.lib.http_server import ConnectionHandler, ThreadedHTTPServer
 from cloudfs.meta.wire.convert import printable
 from cloudfs.metrics import Metrics
 from cloudfs.peers import wire
 from cloudfs.peers.worker import BlockRequest, BlockWorker
-from cloudfs.tls import ServerTLS, handshake
+from cloudfs.tls import ServerTLS
 from cloudfs.tokens import Token, accepts, token_source
 
 log = logging.getLogger(__name__)
@@ -61,117 +55,9 @@ IDLE_SECONDS = 60.0  # an idle keep-alive connection is closed after this
 # Connections one client host may hold open at once: a mount keeps up to 32 per
 # member (transport.POOL_THREADS), so eight mounts of one node fit.
 MAX_CONNECTIONS_PER_CLIENT = 256
-_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 
-class _Listener(ThreadingHTTPServer):
-    """The socket and its connection threads; knows the open connections so that
-    ``stop`` can end keep-alive ones too (``shutdown`` only stops accepting)."""
-
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int] | str, family: socket.AddressFamily) -> None:
-        self.address_family = family
-        self.open: set[socket.socket] = set()
-        self.open_lock = threading.Lock()
-        self.per_client: dict[str, int] = {}  # open connections per client host
-        self.max_per_client = MAX_CONNECTIONS_PER_CLIENT  # 0: no limit
-        super().__init__(address, _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Start the connection's thread, unless its client holds its share already:
-        then a 503 without an errno (the caller asks elsewhere for now) and close."""
-        client = str(client_address[0]) if client_address else ""
-        with self.open_lock:
-            held = self.per_client.get(client, 0)
-            if self.max_per_client and client and held >= self.max_per_client:
-                held = -1
-            else:
-                self.per_client[client] = held + 1
-        if held < 0:  # counted, not logged: a flood would fill the log
-            self.cache_server.refused(HTTPStatus.SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
-            with contextlib.suppress(OSError):
-                request.sendall(_BUSY)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:  # no thread: nothing else will give the share back
-            self._release(client)
-            raise
-
-    def _release(self, client: str) -> None:
-        with self.open_lock:
-            self.per_client[client] -= 1
-            if not self.per_client[client]:
-                del self.per_client[client]
-
-    def server_bind(self) -> None:
-        # HTTPServer's would look the host up in DNS (getfqdn): not needed, maybe slow.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        with self.open_lock:
-            self.open.add(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.open_lock:
-                self.open.discard(request)
-            self._release(str(client_address[0]) if client_address else "")
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("connection from %s ended", client_address, exc_info=True)
-
-    def drop_connections(self) -> None:
-        with self.open_lock:
-            sockets = list(self.open)
-        for s in sockets:
-            with contextlib.suppress(OSError):  # wakes the thread blocked reading it
-                s.shutdown(socket.SHUT_RDWR)
-
-
-class _UnixListener(_Listener):
-    """The listener on a UNIX socket file: made 0600 (the serving process's user only,
-    as a mount's control socket), a stale one of a killed process replaced, the file
-    removed when closed."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-        super().__init__(path, socket.AF_UNIX)
-
-    def server_bind(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.unlink(missing_ok=True)
-        old_umask = os.umask(0o177)  # no moment where another user may connect
-        try:
-            self.socket.bind(str(self.path))
-        finally:
-            os.umask(old_umask)
-        self.path.chmod(0o600)
-        self.server_name, self.server_port = str(self.path), 0
-
-    def server_close(self) -> None:
-        super().server_close()
-        self.path.unlink(missing_ok=True)
-
-
-def _listen(address: str) -> _Listener:
-    """The listener of ``address``: an absolute path is a UNIX socket, else HOST:PORT."""
-    if address.startswith("/"):
-        return _UnixListener(address)
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise OSError(errno.EINVAL, f"cannot listen on {address}: not HOST:PORT")
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return _Listener((host, int(port)), family)
-
-
-class CacheServer:
+class CacheServer(ThreadedHTTPServer):
     """An HTTP server for ``worker``; ``start()`` serves ``address``, ``stop()`` ends it."""
 
     def __init__(
@@ -194,53 +80,14 @@ class CacheServer:
         TLS (not on a UNIX socket); ``max_connections_per_client``: connections open at
         once per client host (0: no limit; a UNIX socket's callers are not counted).
         ``OSError`` (EADDRINUSE...) if it cannot listen."""
-        if tls is not None and address.startswith("/"):
-            raise OSError(errno.EINVAL, f"no TLS on a UNIX socket ({address})")
-        self._listener = _listen(address)
-        if tls is not None:
-            self._listener.socket = tls.wrap_listener(self._listener.socket)
-        self._listener.cache_server = self  # type: ignore[attr-defined]
-        self._listener.max_per_client = max_connections_per_client
-        self.idle_seconds = idle_seconds
-        bound = self._listener.server_address
-        self.port: int = bound[1] if isinstance(bound, tuple) else 0
+        super().__init__(
+            address, _Handler, name="block-cache", threads=threads, idle_seconds=idle_seconds,
+            tls=tls, max_connections_per_client=max_connections_per_client,
+        )  # fmt: skip
         self._block_size = block_size
         self._worker = worker
         self._metrics = metrics
         self._token = token_source(token)
-        self._threads = threads
-        self._slots = threading.BoundedSemaphore(threads)
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, name="block-cache", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self, grace: float = 2.0) -> None:
-        """Stop accepting, give calls under way ``grace`` seconds, then close every
-        connection (a caller on one finds it closed and asks elsewhere)."""
-        if self._thread is not None:
-            self._listener.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._listener.server_close()
-        self._drain(grace)
-        self._listener.drop_connections()
-
-    def _drain(self, grace: float) -> None:
-        """Wait up to ``grace`` seconds for the calls being served (all slots free)."""
-        until = time.monotonic() + grace
-        taken = 0
-        try:
-            while taken < self._threads and self._slots.acquire(
-                timeout=max(0.0, until - time.monotonic())
-            ):
-                taken += 1
-        finally:
-            for _ in range(taken):
-                self._slots.release()
 
     def authorized(self, sent: str | None) -> bool:
         """Constant-time: how much of a wrong token matched must not show in the time."""
@@ -263,7 +110,7 @@ class CacheServer:
             block_size=query.block_size,
             index=query.index,
         )
-        with self._slots:
+        with self.slot():
             try:
                 if query.fill:
                     data, source = b"", self._worker.fill(asked)
@@ -282,6 +129,9 @@ class CacheServer:
 
     def refused(self, status: HTTPStatus) -> None:
         self._metrics.worker_blocks.labels(status.phrase.lower().replace(" ", "_")).inc()
+
+    def refused_connection(self) -> None:
+        self.refused(HTTPStatus.SERVICE_UNAVAILABLE)
 
 
 class _Ticking:
@@ -311,25 +161,13 @@ class _Ticking:
                 return
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """One connection: its requests one after the other (HTTP/1.1 keep-alive)."""
+class _Handler(ConnectionHandler):
+    """One connection: its block GETs one after the other."""
 
-    protocol_version = "HTTP/1.1"
     server_version = "cloudfs-cache"
-    sys_version = ""
-    disable_nagle_algorithm = False  # set in setup, for TCP only
-    server: _Listener
-
-    def setup(self) -> None:
-        super().setup()
-        if self.server.address_family != socket.AF_UNIX:  # which refuses TCP's options
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        idle: float = self.server.cache_server.idle_seconds  # type: ignore[attr-defined]
-        self.connection.settimeout(idle)  # an idle keep-alive connection ends then
-        handshake(self.connection)  # TLS: a failed one ends this connection only
 
     def do_GET(self) -> None:
-        cache: CacheServer = self.server.cache_server  # type: ignore[attr-defined]
+        cache = cast(CacheServer, self.owner)
         if self.headers.get("Content-Length", "0") != "0":
             self.close_connection = True  # a body we will not read: no next request
         target = urlsplit(self.path)
@@ -380,10 +218,3 @@ class _Handler(BaseHTTPRequestHandler):
         self._text(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not served here")
 
     do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
-
-    def address_string(self) -> str:
-        # A UNIX socket's caller has no address (an empty string, not a tuple).
-        return str(self.client_address[0]) if self.client_address else "local"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s: " + format, self.address_string(), *args)

@@ -6,15 +6,14 @@ pool thread keeps one persistent ``http.client.HTTPConnection`` per member
 (thread-local: an ``HTTPConnection`` serves one request at a time), so a
 block costs no TCP handshake once the pool is warm.
 
-A connection that fails or times out is dropped (the member then backs off,
-``health.py``). One that had served a call before and finds the worker has
-closed it since (idle keep-alive: the worker closes after 60 s, or it
-restarted) is re-opened and the call sent again, once: the GET changes
-nothing, and a connection the worker closed while idle is no sign that the
-worker is down. A second failure is the member's.
-
-A reply that says it is larger than any block (``MAX_BLOCK_BYTES``) is refused
-at its header, unread: the member is then left out as a broken one.
+Each call and its reply are ``reply.get``'s (the caller's end of the block
+wire). A connection that fails or times out is dropped (the member then backs
+off, ``health.py``). One that had served a call before and finds the worker
+has closed it since (idle keep-alive: the worker closes after 60 s, or it
+restarted) is re-opened and the call sent again, once. A second failure is
+the member's. A reply that says it is larger than any block
+(``MAX_BLOCK_BYTES``) is refused at its header, unread: the member is then
+left out as a broken one.
 
 Members removed by ``forget`` have their connections closed lazily: each
 thread closes its own, the next time it runs a call, so no connection is
@@ -34,28 +33,12 @@ import socket
 import ssl
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
-from cloudfs.peers import wire
+from cloudfs.peers import reply
+from cloudfs.peers.reply import Reply
 from cloudfs.tls import ClientTLS
 
 POOL_THREADS = 32  # calls to members at once, per mount
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What a member answered: a status, and for a 200 the block and its headers."""
-
-    status: int
-    data: bytes
-    source: str | None  # X-Cloudfs-Source
-    crc32: int | None  # X-Cloudfs-Crc32
-    errno: int | None  # X-Cloudfs-Errno: the worker's answer about this block
-    reason: str
-
-
-class _Stale(Exception):
-    """A reused connection was found closed before any reply: send again on a new one."""
 
 
 class BlockTransport:
@@ -90,20 +73,12 @@ class BlockTransport:
             _shut(conn)
 
     def _call(self, member: str, target: str, headers: dict[str, str], timeout: float) -> Reply:
-        conn, reused = self._connection(member, timeout)
-        try:
-            return _exchange(conn, target, headers, reused)
-        except _Stale:
-            self._drop(member, conn)
-            conn, _ = self._connection(member, timeout)
-            try:
-                return _exchange(conn, target, headers, reused=False)
-            except BaseException:
-                self._drop(member, conn)
-                raise
-        except BaseException:
-            self._drop(member, conn)
-            raise
+        return reply.get(
+            lambda: self._connection(member, timeout),
+            lambda conn: self._drop(member, conn),
+            target,
+            headers,
+        )
 
     def _connection(self, member: str, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection to ``member`` and whether it served a call before."""
@@ -149,37 +124,6 @@ class BlockTransport:
         with self._lock:
             self._open.discard(conn)
         conn.close()
-
-
-def _exchange(
-    conn: http.client.HTTPConnection, target: str, headers: dict[str, str], reused: bool
-) -> Reply:
-    """One request and its whole reply on ``conn`` (``HTTPConnection`` connects with
-    TCP_NODELAY); ``_Stale`` where a reused
-    connection turned out closed before any byte of a reply."""
-    try:
-        conn.request("GET", target, headers=headers)
-        response = conn.getresponse()
-    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-        if reused:
-            raise _Stale from exc
-        raise
-    if response.length is None or response.length > wire.MAX_BLOCK_BYTES:
-        conn.close()  # not a worker's reply: never read an unbounded body into memory
-        raise http.client.HTTPException(f"a reply of {response.length} bytes refused")
-    data = response.read()
-    if response.will_close:
-        conn.close()
-    crc = response.getheader(wire.CRC_HEADER)
-    number = response.getheader(wire.ERRNO_HEADER)
-    return Reply(
-        status=response.status,
-        data=data,
-        source=response.getheader(wire.SOURCE_HEADER),
-        crc32=int(crc) if crc is not None and crc.isascii() and crc.isdigit() else None,
-        errno=int(number) if number is not None and number.isdigit() else None,
-        reason=data[:200].decode("utf-8", "replace").strip() if response.status != 200 else "",
-    )
 
 
 def _shut(conn: http.client.HTTPConnection) -> None:

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from cloudfs import hints
-from cloudfs.control.protocol import MAX_LINE
 from cloudfs.hints import cached
+from cloudfs.lib.jsonlines import MAX_LINE
 from testkit.faults_proxy import FaultsProxy
 from testkit.hints import (
     RawHints,

@@ -13,8 +13,9 @@ from typing import Any
 
 import trio
 
-from cloudfs.control.protocol import Message, inodes_of
+from cloudfs.control.protocol import inodes_of
 from cloudfs.control.server import ClientLines, ControlServer, Emit
+from cloudfs.lib.jsonlines import Message
 
 
 async def echo(request: Message, emit: Emit) -> Message:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cloudfs.control.protocol import MAX_LINE
+from cloudfs.lib.jsonlines import MAX_LINE
 from tests.fuzz.control import exchange, running_control_server
 from tests.fuzz.strategies import FUZZ, TEXT, edge_ints
 

@@ -13,9 +13,9 @@ import pytest
 import trio
 
 from cloudfs.control import client
-from cloudfs.control.protocol import Message
 from cloudfs.control.server import ControlServer, Emit
 from cloudfs.errors import FsError, NotFound
+from cloudfs.lib.jsonlines import Message
 
 
 async def echo(request: Message, emit: Emit) -> Message:
