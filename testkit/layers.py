@@ -174,7 +174,8 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cache",
         "cloudfs.cache",
-        "`interface.py` (`BlockTier`; `PeerTier`), `memory.py` (LRU), `disk.py` + `blockfile.py` "
+        "`interface.py` (`BlockTier`; `PeerTier`), `memory.py` (LRU), `disk.py` + "
+        "`disk_shard.py` + `blockfile.py` "
         "+ `writebehind.py` (the disk tier: one file per block with a crc32 header, writes "
         "behind the reader), `admission.py` (TinyLFU or LRU), `belady.py` (eviction by next "
         "use), `singleflight.py`, `counters.py`",

@@ -74,3 +74,16 @@ def test_the_doc_table_is_made_from_the_layer_table() -> None:
     text = architecture.DOC.read_text()
     assert architecture.BEGIN in text, "docs/architecture.md lost its layer table markers"
     assert architecture.rewrite(text, ROWS) == text, "run: python3 -m testkit.architecture"
+
+
+MAX_LINES = 450
+
+
+def test_no_module_over_450_lines() -> None:
+    """Rooms of one concern: a module past this holds several (generated code aside)."""
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in modules(REPO)
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by concern: {long}"
