@@ -150,7 +150,7 @@ ROWS: tuple[Row, ...] = (
         "mount side: `client.py` (`PeerGroup`, the loader's `PeerTier`: one HTTP GET per missed "
         "block to its owner, a batch at once in `transport.py`'s pool), `ring.py` (rendezvous "
         "hashing), `health.py` (failed members left out for a back-off), `membership.py` "
-        "(CacheGroupService: `GroupClient`, `GroupHeartbeat`, `GroupWatcher`); worker side: "
+        "(`GroupHeartbeat`, `GroupWatcher`: a group kept through the tree service); worker side: "
         "`server.py` (`GET /v1/block`), `reply.py` (a block reply read, for the group and the "
         "node's mount alike), `worker.py` (`BlockWorker`: memory -> disk -> one GET "
         "per block for all callers), `flights.py`, `stores.py`; `wire.py` (path, query, "
@@ -193,7 +193,8 @@ ROWS: tuple[Row, ...] = (
         "metadata",
         "cloudfs.meta.client",
         "the tree service's clients: `grpc_meta.py` (`GrpcMeta`, the Meta protocol over gRPC), "
-        "`volumes.py` (`VolumeClient`), `channel.py` (deadlines, retries, tokens, errors), "
+        "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
+        "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
         "`tree_uri.py` (`grpc://HOST:PORT/VOLUME`)",
     ),
     Row(

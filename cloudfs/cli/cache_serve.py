@@ -43,16 +43,12 @@ from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.lib.serve import serve_until_signal
+from cloudfs.meta.client.groups import GroupClient
 from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
 from cloudfs.mount import checks
-from cloudfs.peers.membership import (
-    HEARTBEAT_SECONDS,
-    TTL_HEARTBEATS,
-    GroupClient,
-    GroupHeartbeat,
-)
+from cloudfs.peers.membership import HEARTBEAT_SECONDS, TTL_HEARTBEATS, GroupHeartbeat
 from cloudfs.peers.stores import StoreCache
 from cloudfs.peers.worker import BlockWorker
 from cloudfs.sizes import parse_seconds, parse_size

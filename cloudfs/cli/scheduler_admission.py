@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.k8s.dataset_sizes import parse_sizes
     from cloudfs.k8s.kube_api import ApiClaimResolver, KubeApi
     from cloudfs.k8s.tree_view import TreeServiceView
+    from cloudfs.meta.client.cache_reports import CacheReportClient
     from cloudfs.meta.client.volumes import VolumeClient
-    from cloudfs.mount.cache_report import CacheReportClient
 
     server_logs.configure(args.debug)
     target = tree_target(args)

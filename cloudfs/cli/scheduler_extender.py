@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudfs.k8s.extender import Extender
     from cloudfs.k8s.kube_api import ApiClaimResolver, KubeApi
     from cloudfs.k8s.server import ExtenderServer
-    from cloudfs.mount.cache_report import CacheReportClient
+    from cloudfs.meta.client.cache_reports import CacheReportClient
 
     server_logs.configure(args.debug)
     host, port = parse_host_port(args.listen, "--listen")

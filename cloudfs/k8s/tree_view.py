@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cloudfs.errors import NotFound
+from cloudfs.meta.client.cache_reports import CacheReportClient
 from cloudfs.meta.client.volumes import VolumeClient
-from cloudfs.mount.cache_report import CacheReportClient
 
 
 class TreeServiceView:

@@ -31,6 +31,7 @@ from cloudfs.fuse import session
 from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.lib.endpoints import serve_metrics
+from cloudfs.meta.client.cache_reports import CacheReportClient
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
@@ -38,13 +39,7 @@ from cloudfs.meta.interface import ChangeSource, Meta
 from cloudfs.metrics import Metrics
 from cloudfs.mount import checks, runtime
 from cloudfs.mount.cache_group import mount_group
-from cloudfs.mount.cache_report import (
-    CacheReportClient,
-    CacheReporter,
-    held_bytes,
-    node_name,
-    report_interval,
-)
+from cloudfs.mount.cache_report import CacheReporter, held_bytes, node_name, report_interval
 from cloudfs.mount.local_blocks import local_blocks
 from cloudfs.mount.local_tree import LocalTree, local_volume, open_local_tree
 from cloudfs.mount.malloc import bound_malloc

@@ -28,10 +28,11 @@ from cloudfs.cache.interface import BlockTier
 from cloudfs.config import MountConfig
 from cloudfs.errors import FsError, StartupError
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port
+from cloudfs.meta.client.groups import GroupClient
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
-from cloudfs.peers.membership import GroupClient, GroupHeartbeat, GroupWatcher
+from cloudfs.peers.membership import GroupHeartbeat, GroupWatcher
 from cloudfs.peers.server import CacheServer
 from cloudfs.peers.stores import SingleStore
 from cloudfs.peers.worker import BlockWorker

@@ -1,7 +1,6 @@
 """A mount's cache report to the tree service (CacheReportService of meta.proto).
 
-* ``CacheReportClient``: report (a mount) and ask (the scheduler extender),
-  each call bounded by a deadline, failures as ``FsError``.
+* ``CacheReportClient`` (``meta/client/cache_reports.py``) carries the reports.
 * ``CacheReporter``: a grpc:// mount reports every ``interval`` seconds (30 by
   default; ``CLOUDFS_CACHE_REPORT_SECONDS``) the bytes its caches hold, with
   its node name (``CLOUDFS_NODE_NAME``, which the CSI node plugin sets from
@@ -24,47 +23,14 @@ from collections.abc import Callable, Mapping
 
 from cloudfs.cache.interface import BlockTier
 from cloudfs.lib.loop import Loop
-from cloudfs.meta.client.channel import ServiceClient
-from cloudfs.tls import ClientTLS
-from cloudfs.tokens import Token
-from cloudfs.v1 import meta_pb2 as pb
-from cloudfs.v1 import meta_pb2_grpc as rpc
+from cloudfs.meta.client.cache_reports import CacheReportClient
 
 log = logging.getLogger(__name__)
 
-CALL_TIMEOUT = 3.0  # seconds per call
 REPORT_SECONDS = 30.0
 TTL_REPORTS = 3  # a report counts until 3 more were missed
 NODE_ENV = "CLOUDFS_NODE_NAME"
 INTERVAL_ENV = "CLOUDFS_CACHE_REPORT_SECONDS"
-
-
-class CacheReportClient(ServiceClient):
-    """The CacheReportService of one tree server."""
-
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: Token | None = None,
-        timeout: float = CALL_TIMEOUT,
-        tls: ClientTLS | None = None,
-    ) -> None:
-        super().__init__(address, rpc.CacheReportServiceStub, token=token, timeout=timeout, tls=tls)
-
-    def report(self, volume: str, node: str, reporter: str, cached_bytes: int, ttl: float) -> int:
-        """Replace ``reporter``'s last report; returns its expiry (ns, the server's clock)."""
-        request = pb.CacheReport(
-            volume=volume, node=node, reporter=reporter, cached_bytes=cached_bytes,
-            ttl_ms=round(ttl * 1000),
-        )  # fmt: skip
-        expires: int = self._call("ReportCache", request).expires_ns
-        return expires
-
-    def cached_bytes(self, volume: str) -> dict[str, int]:
-        """Node -> bytes of ``volume`` cached there (live reports only)."""
-        reply = self._call("CachedBytes", pb.VolumeRef(volume=volume))
-        return {n.node: n.cached_bytes for n in reply.nodes}
 
 
 def node_name(env: Mapping[str, str] = os.environ) -> str:

@@ -1,7 +1,7 @@
 """Cache-group membership through the tree service (CacheGroupService of meta.proto).
 
-* ``GroupClient``: the three calls (join/renew, leave, list), each bounded
-  by a deadline, failures as ``FsError`` (``meta.client.rpc_error``).
+* ``GroupClient`` (``meta/client/groups.py``) makes the three calls (join or
+  renew, leave, list).
 * ``GroupHeartbeat``: a member (``cloudfs cache serve --group``, a mount with
   ``--cache-group-serve``) joins every ``interval`` seconds with a TTL of
   ``TTL_HEARTBEATS`` intervals, so one lost heartbeat does not drop it, and
@@ -27,44 +27,13 @@ from collections.abc import Callable
 
 from cloudfs.errors import FsError
 from cloudfs.lib.loop import Loop
-from cloudfs.meta.client.channel import ServiceClient
-from cloudfs.tls import ClientTLS
-from cloudfs.tokens import Token
-from cloudfs.v1 import meta_pb2 as pb
-from cloudfs.v1 import meta_pb2_grpc as rpc
+from cloudfs.meta.client.groups import GroupClient
 
 log = logging.getLogger(__name__)
 
-CALL_TIMEOUT = 3.0  # seconds per call; a heartbeat must not wait past its TTL
 HEARTBEAT_SECONDS = 3.0
 TTL_HEARTBEATS = 3  # a member is listed until 3 heartbeats were missed
 REFRESH_SECONDS = 2.0  # how often a mount lists its group
-
-
-class GroupClient(ServiceClient):
-    """The CacheGroupService of one tree server."""
-
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: Token | None = None,
-        timeout: float = CALL_TIMEOUT,
-        tls: ClientTLS | None = None,
-    ) -> None:
-        super().__init__(address, rpc.CacheGroupServiceStub, token=token, timeout=timeout, tls=tls)
-
-    def join(self, group: str, address: str, ttl: float) -> int:
-        """Join or renew for ``ttl`` seconds; returns the expiry (ns, the server's clock)."""
-        request = pb.GroupMemberRequest(group=group, address=address, ttl_ms=round(ttl * 1000))
-        expires: int = self._call("JoinGroup", request).expires_ns
-        return expires
-
-    def leave(self, group: str, address: str) -> None:
-        self._call("LeaveGroup", pb.GroupMemberRequest(group=group, address=address))
-
-    def members(self, group: str) -> tuple[str, ...]:
-        return tuple(self._call("ListGroup", pb.GroupRef(group=group)).members)
 
 
 class GroupHeartbeat(Loop):

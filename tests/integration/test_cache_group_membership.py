@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cloudfs.errors import AccessDenied, FsError, InvalidArgument
-from cloudfs.peers.membership import GroupClient
+from cloudfs.meta.client.groups import GroupClient
 from testkit.cache_workers import running_cache_worker
 from testkit.etcd import EtcdCluster
 from testkit.tree_server import TreeServer, running_tree_server

@@ -28,7 +28,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cloudfs.mount.cache_report import INTERVAL_ENV, NODE_ENV, CacheReportClient
+from cloudfs.meta.client.cache_reports import CacheReportClient
+from cloudfs.mount.cache_report import INTERVAL_ENV, NODE_ENV
 from testkit.mounts import Backing, mounted, world_traversable_tmpdir
 from testkit.tree_server import TreeServer
 

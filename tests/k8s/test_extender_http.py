@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cloudfs.mount.cache_report import CacheReportClient
+from cloudfs.meta.client.cache_reports import CacheReportClient
 from testkit.tree_server import TreeServer
 from tests.k8s.conftest import post, recorded, running_extender
 
