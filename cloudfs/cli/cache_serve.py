@@ -3,7 +3,7 @@
     cloudfs cache serve --listen 10.0.0.7:7080 --cache-dir /var/cache/cloudfs-worker \\
         --cache-size 500G --token-file /etc/cloudfs/cache-token
 
-With ``--group NAME --meta grpc://HOST:PORT`` the worker joins the cache group
+With ``--group NAME --meta-server grpc://HOST:PORT`` the worker joins the cache group
 NAME kept by that tree service, as ``--advertise`` (default: ``--listen``, which
 must then name an address other nodes can reach), renewing every few seconds
 (``--heartbeat``) and leaving on SIGTERM; a worker killed outright is no longer
@@ -39,12 +39,12 @@ from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.cache.memory import MemoryBlockCache
 from cloudfs.cli import server_logs, tls_flags
 from cloudfs.cli.meta_serve import is_loopback, read_token
+from cloudfs.cli.tree_flags import add_tree_flags, tree_address, tree_tls, tree_token
 from cloudfs.config import MiB, S3Config
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
 from cloudfs.lib.serve import serve_until_signal
 from cloudfs.meta.client.groups import GroupClient
-from cloudfs.meta.client.tree_uri import parse_tree_address
 from cloudfs.meta.wire.groups import validate_group_name, validate_member_address
 from cloudfs.metrics import Metrics
 from cloudfs.mount import checks
@@ -87,11 +87,10 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also serve file:// stores (directories of this host, e.g. a shared NAS mount)",
     )
-    p.add_argument("--group", metavar="NAME", help="join this cache group (needs --meta)")
     p.add_argument(
-        "--meta", metavar="grpc://HOST:PORT", help="the tree service that keeps the group"
+        "--group", metavar="NAME", help="join this cache group (kept by --meta-server)"
     )
-    p.add_argument("--meta-token-file", help="the tree service's token (or $CLOUDFS_META_TOKEN)")
+    add_tree_flags(p)
     p.add_argument(
         "--advertise",
         metavar="HOST:PORT",
@@ -105,7 +104,6 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     tls_flags.add_server_flags(p)
-    tls_flags.add_client_flags(p, prefix="meta-")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.add_argument(
         "--max-connections-per-client",
@@ -203,11 +201,12 @@ class Joining:
 def _joining(args: argparse.Namespace) -> Joining | None:
     """``--group`` and its companions, checked (``UsageError``); None without ``--group``."""
     if args.group is None:
-        if args.meta or args.advertise:
-            raise UsageError("--meta and --advertise go with --group")
+        if args.meta_server or args.advertise:
+            raise UsageError("--meta-server and --advertise go with --group")
         return None
-    if not args.meta:
-        raise UsageError("--group needs --meta grpc://HOST:PORT (the tree service)")
+    target = tree_address(args)
+    if target is None:
+        raise UsageError("--group needs --meta-server grpc://HOST:PORT (the tree service)")
     try:
         validate_group_name(args.group)
         advertise = args.advertise or args.listen
@@ -227,9 +226,9 @@ def _joining(args: argparse.Namespace) -> Joining | None:
         raise UsageError("--heartbeat wants 0.5 to 100 seconds")
     return Joining(
         group=args.group,
-        meta=parse_tree_address(args.meta, "--meta"),
-        token=read_token(args.meta_token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None,
-        tls=tls_flags.client_tls(args.meta_tls_ca, args.meta_tls_cert, args.meta_tls_key),
+        meta=target,
+        token=tree_token(args),
+        tls=tree_tls(args),
         advertise=f"{host}:{port}" if args.advertise else None,
         interval=interval,
     )

@@ -24,6 +24,7 @@ from typing import Any
 
 from cloudfs.cli import server_logs, tls_flags
 from cloudfs.cli.meta_serve import read_token
+from cloudfs.cli.tree_flags import add_tree_flags, tree_address
 from cloudfs.errors import FsError, StartupError, UsageError
 from cloudfs.gateway.errors import S3Error
 from cloudfs.lib.endpoints import check_can_listen, parse_host_port, serve_metrics
@@ -49,8 +50,7 @@ def add_parser(commands: Any) -> None:
         metavar="NAME",
         help="serve this volume (repeatable; default: every volume of the tree service)",
     )
-    p.add_argument("--meta", metavar="HOST:PORT", help="the tree service ($CLOUDFS_META_SERVER)")
-    p.add_argument("--meta-token-file", help="the tree service's token ($CLOUDFS_META_TOKEN)")
+    add_tree_flags(p)
     p.add_argument("--keys-file", help='"ACCESS SECRET" lines (default: the environment keys)')
     p.add_argument("--region", default="us-east-1", help="the region buckets are in (us-east-1)")
     p.add_argument("--block-size", default="4M", help="cache block size: the mounts' (4M)")
@@ -63,7 +63,6 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     p.add_argument("--threads", default="32", help="requests served at once (32)")
     tls_flags.add_server_flags(p)
-    tls_flags.add_client_flags(p, prefix="meta-")
     p.add_argument("--debug", action="store_true", help="verbose logging")
     p.set_defaults(run=run)
 
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     keys = sigv4.load_keys(args.keys_file)
     tls = tls_flags.server_tls(args, log)
     options = client_options(
-        meta_server=args.meta,
+        meta_server=tree_address(args),
         token=read_token(args.meta_token_file),
         block_size=args.block_size,
         memory_cache_size=args.memory_cache_size,

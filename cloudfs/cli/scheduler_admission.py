@@ -37,7 +37,7 @@ def add_admission_parser(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_tree_flags(p)
+    add_tree_flags(p, client_only=True)
     p.add_argument("--warmup-image", required=True, help="image of the warm-up Jobs")
     p.add_argument("--controller-name", default="cloudfs.io/data-readiness")
     p.add_argument("--ready-fraction", type=float, default=0.8, help="default threshold")

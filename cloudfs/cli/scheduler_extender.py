@@ -35,7 +35,7 @@ def add_extender_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--listen", required=True, metavar="HOST:PORT", help="where to serve HTTP")
-    add_tree_flags(p)
+    add_tree_flags(p, client_only=True)
     p.add_argument("--prefix", default="", help="path before the verbs (urlPrefix's path)")
     p.add_argument("--driver-name", default="csi.cloudfs.io", help="the CloudFS CSI driver")
     p.add_argument(

@@ -1,23 +1,24 @@
 """``cloudfs volume create|list|info|delete``: volumes of a directory-tree service.
 
-    cloudfs volume create imagenet s3://datasets/imagenet --server 10.0.0.5:7070
+    cloudfs volume create imagenet s3://datasets/imagenet --meta-server 10.0.0.5:7070
     cloudfs mount grpc://10.0.0.5:7070/imagenet /mnt/imagenet
 
-``--server`` defaults to ``$CLOUDFS_META_SERVER``, the token to the one in
-``--token-file`` or ``$CLOUDFS_META_TOKEN``. Deleting a volume deletes its tree
-(modes, owners, xattrs, links); the UFS keeps every object.
+``--meta-server`` defaults to ``$CLOUDFS_META_SERVER``, the token to the one in
+``--meta-token-file`` or ``$CLOUDFS_META_TOKEN``. Deleting a volume deletes its tree
+(modes, owners, xattrs, links); the UFS keeps every object. TLS to the tree
+service: ``--meta-tls-ca`` (``--meta-tls-cert``/``--meta-tls-key`` for mTLS) or
+``$CLOUDFS_TLS_*``; the flags every client of the tree shares are ``tree_flags.py``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from dataclasses import asdict
 from typing import Any
 
-from cloudfs.cli.meta_serve import read_token
+from cloudfs.cli.tree_flags import add_tree_flags, tree_target
 from cloudfs.errors import InvalidArgument, UsageError
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.meta.wire.volumes import VolumeSpec, validate_volume_name
@@ -44,17 +45,14 @@ def add_parser(commands: Any) -> None:
     delete = sub.add_parser("delete", help="delete a volume's tree (not its UFS data)")
     delete.add_argument("name")
     for q in (create, info, delete, *[sub.choices["list"]]):
-        q.add_argument("--server", default=os.environ.get("CLOUDFS_META_SERVER"))
-        q.add_argument("--token-file")
+        add_tree_flags(q, client_only=True)
         q.add_argument("--json", action="store_true", help="machine-readable output")
         q.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.server:
-        raise UsageError("--server HOST:PORT (or $CLOUDFS_META_SERVER) is required")
-    token = read_token(args.token_file) or os.environ.get("CLOUDFS_META_TOKEN") or None
-    client = VolumeClient(args.server, token=token)
+    target = tree_target(args)
+    client = VolumeClient(target.address, token=target.token, tls=target.tls)
     try:
         command = args.volume_command
         if command == "create":

@@ -53,8 +53,9 @@ class Buckets:
         """The buckets, sorted (ListBuckets)."""
         if self._allowed:
             return sorted(self._allowed)
+        options = self.options
         client = VolumeClient(
-            self.options.meta_server, token=self.options.token, timeout=self.options.timeout
+            options.meta_server, token=options.token, timeout=options.timeout, tls=options.tls
         )
         try:
             return sorted(spec.name for spec in client.list())

@@ -20,7 +20,7 @@ from cloudfs.sizes import parse_size
 from cloudfs_csi.cache_group import validate_group
 from tests.csi.manifests import one
 
-GROUP_FLAGS = ("group", "meta", "meta_token_file", "advertise")
+GROUP_FLAGS = ("group", "meta_server", "meta_token_file", "advertise")
 POD_NAME = "cloudfs-cache-1"
 # The worker's own certificate, and the CA it trusts the tree service with (a worker's
 # outgoing TLS is --meta-tls-*: --tls-ca is a mount's flag, which `cache serve` refuses).
@@ -124,7 +124,7 @@ def test_worker_joins_the_group_the_storage_class_names(kind: str, name: str) ->
     _, group = _serve_args(_worker(kind, name))
     sc = one("StorageClass", "cloudfs-cached")["parameters"]
     assert group["group"] == validate_group(sc["cacheGroup"])
-    assert group["meta"] == f"grpc://{sc['server']}"  # the tree service the volumes are on
+    assert group["meta-server"] == f"grpc://{sc['server']}"  # the tree service the volumes are on
     meta = one("Service", "cloudfs-meta")
     host, port = parse_host_port(sc["server"], "server")
     assert host.startswith(f"{meta['metadata']['name']}.{meta['metadata']['namespace']}.svc")

@@ -152,9 +152,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--group", "g"], "--group needs --meta"),
-        (["--meta", "grpc://127.0.0.1:1"], "--meta and --advertise go with --group"),
-        (["--group", "g", "--meta", "127.0.0.1:1"], "--meta wants grpc://HOST:PORT"),
+        (["--group", "g"], "--group needs --meta-server"),
+        (["--meta-server", "grpc://127.0.0.1:1"], "--meta-server and --advertise go with --group"),
+        (["--group", "g", "--meta-server", "nowhere"], "--meta-server wants [grpc://]HOST:PORT"),
         (["--group", "a/b", "--meta", "grpc://127.0.0.1:1"], "bad cache group name"),
         (
             ["--group", "g", "--meta", "grpc://127.0.0.1:1", "--listen", "0.0.0.0:7080"],
