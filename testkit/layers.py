@@ -135,7 +135,8 @@ ROWS: tuple[Row, ...] = (
         "the mount's trio loop; streaming requests; a second, shared socket for "
         "`cloudfs.hints`), `client.py` (finds the mount of a path), `paths.py` (pid file and "
         "socket paths), `cache_ops.py`, `refresh_ops.py`, "
-        "`describe_ops.py`, `writeback_ops.py` (the handlers)",
+        "`describe_ops.py`, `writeback_ops.py` (the handlers), `refresh_tree.py` (`refresh -r`: "
+        "the listed directories under one, listed again a few at a time)",
     ),
     Row(
         "POSIX core",
