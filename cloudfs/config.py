@@ -45,6 +45,7 @@ class CacheConfig:
     order_window_files: int = 512
     order_window_bytes: int = 0  # 0: half the memory tier
     order_parallel: int = 32
+    job_series_grace: float = 120.0  # seconds an ended job's series stay, marked finished
     # A cache group (cloudfs/peers): HOST:PORT of each member, asked before the UFS.
     peers: tuple[str, ...] = ()
     # Or a named group whose members the tree service lists (grpc:// mounts only).

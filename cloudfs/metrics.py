@@ -184,7 +184,8 @@ class Metrics:
         )
 
     def _job_metrics(self, r: CollectorRegistry) -> None:
-        """Per announced job and rank (``cloudfs.epoch``); a job's series go when it ends."""
+        """Per announced job and rank (``cloudfs.epoch``); a job's series stay, marked
+        finished, for a grace period after it ends (``cloudfs.epoch.finished``), then go."""
         labels = ["job", "rank"]
         self.job_read_files = Counter(
             "cloudfs_job_read_files", "Files of its order the job read", labels, registry=r
@@ -241,6 +242,13 @@ class Metrics:
         self.job_order_files = Gauge(
             "cloudfs_job_order_files", "Files in the job's announced order", labels, registry=r
         )
+        self.job_finished = Gauge(
+            "cloudfs_job_finished",
+            "1 once the job ended (its series keep their final values for a grace period), "
+            "0 while it runs",
+            labels,
+            registry=r,
+        )
 
     def job_series(self) -> list[Counter | Gauge]:
         """Every per-job metric, for dropping a job's series when it ends."""
@@ -257,6 +265,7 @@ class Metrics:
             self.job_epoch,
             self.job_position,
             self.job_order_files,
+            self.job_finished,
         ]
 
 

@@ -3,7 +3,8 @@
 What the S3 server was asked for (``object_gets``: GETs of object bodies by
 key, from a counting ``FaultsProxy``), a mount's metrics and pid over its
 control socket (what ``cloudfs stats --json`` reads), its ``cloudfs_job_*``
-series, and a raw line-level client of the hints socket for malformed requests.
+series (and whether a job has ended: its series stay a while, marked finished),
+and a raw line-level client of the hints socket for malformed requests.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from testkit.mounts import Backing, MntBacking, Mount
 from testkit.prometheus import Scrape, parse
 
 JOB_PREFIX = "cloudfs_job_"
+FINISHED = "cloudfs_job_finished"
 
 
 def object_gets(proxy: FaultsProxy, bucket: str) -> Counter[str]:
@@ -68,6 +70,12 @@ def job_series(scrape: Scrape, job: str) -> dict[tuple[str, str], float]:
 def job_value(scrape: Scrape, name: str, job: str, rank: int = 0) -> float:
     """One sample of the job (``name`` in full, e.g. ``cloudfs_job_read_files_total``)."""
     return scrape.value(name, job=job, rank=str(rank))
+
+
+def job_finished(scrape: Scrape, job: str) -> bool:
+    """Whether the job has ended: it has series, and every rank's are marked finished."""
+    marks = [v for (name, _rank), v in job_series(scrape, job).items() if name == FINISHED]
+    return bool(marks) and all(v == 1 for v in marks)
 
 
 def jobs(scrape: Scrape) -> set[tuple[str, str]]:
@@ -132,12 +140,18 @@ class RawHints:
         self.close()
 
 
-def stats_jobs(mount: Mount) -> list[dict[str, Any]]:
-    """The ``jobs`` rows of ``cloudfs stats MOUNT --json`` (what a user sees)."""
+def stats_json(mount: Mount) -> dict[str, Any]:
+    """``cloudfs stats MOUNT --json``, decoded (what a user sees)."""
     result = subprocess.run(
         [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    rows: list[dict[str, Any]] = json.loads(result.stdout)["jobs"]
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def stats_jobs(mount: Mount) -> list[dict[str, Any]]:
+    """The ``jobs`` rows (running jobs) of ``cloudfs stats MOUNT --json``."""
+    rows: list[dict[str, Any]] = stats_json(mount)["jobs"]
     return rows

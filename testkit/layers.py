@@ -115,7 +115,8 @@ ROWS: tuple[Row, ...] = (
         "the mount side ([docs/training.md](training.md)): `hint_ops.py` (the hints socket's "
         "handlers), `resolve.py` (paths as the caller may read them), `order.py` (an epoch's "
         "order and the job's position), `board.py` (live jobs: prefetch window, block ranks for "
-        "Belady eviction, job end), `telemetry.py` (per-job series)",
+        "Belady eviction, job end), `telemetry.py` (per-job series), `finished.py` (an ended "
+        "job's series, kept marked finished for a grace)",
     ),
     Row(
         "clients without FUSE",

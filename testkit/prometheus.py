@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.servers import free_port
@@ -79,6 +80,17 @@ def prometheus_binary() -> str | None:
     if os.access(PROMETHEUS_BIN, os.X_OK):
         return PROMETHEUS_BIN
     return shutil.which("prometheus")
+
+
+def require_prometheus() -> str:
+    """The prometheus binary; the test skips without one (fails under CI, which installs it)."""
+    binary = prometheus_binary()
+    if binary is None:
+        message = "needs the prometheus server binary (apt-get install prometheus)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI installs it in .ci/run")
+        pytest.skip(message)
+    return binary
 
 
 class QueryError(AssertionError):

@@ -83,6 +83,10 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
     if order_files < 1 or order_parallel < 1:
         raise UsageError("--order-window-files and --order-parallel must be at least 1")
     order_bytes = parse_size(str(args.order_window_size)) if args.order_window_size else 0
+    try:
+        job_series_grace = parse_seconds(str(args.job_series_grace))
+    except UsageError as e:
+        raise UsageError(f"--job-series-grace: {e}") from None
     write = WriteConfig(
         mode=args.write_mode,
         upload_delay=parse_seconds(str(args.upload_delay)),
@@ -116,6 +120,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
             order_window_files=order_files,
             order_window_bytes=order_bytes,
             order_parallel=order_parallel,
+            job_series_grace=job_series_grace,
             peers=peers,
             group=group,
             group_serve=group_serve,

@@ -86,6 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="GETs in flight for each job's announced order (32)",
     )
     p.add_argument(
+        "--job-series-grace",
+        default="120",
+        metavar="SECONDS",
+        help="seconds an ended job's cloudfs_job_* series stay, marked finished, so a "
+        "scrape after a short job reads its final figures (120; 0: drop them at once)",
+    )
+    p.add_argument(
         "--write-mode",
         default="through",
         choices=WRITE_MODES,

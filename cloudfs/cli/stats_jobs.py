@@ -1,8 +1,10 @@
 """The jobs view of ``cloudfs stats``: one row per announced job and rank.
 
 Read from the ``cloudfs_job_*`` series (``cloudfs.epoch.telemetry``), which
-exist only while a job lives. Counters run since the job's first announcement;
-the gauges describe its current epoch.
+exist while a job lives and, marked ``cloudfs_job_finished``, for a grace
+period after it ended (``--job-series-grace``): running jobs and recently
+finished ones are shown apart, the latter with their final figures. Counters
+run since the job's first announcement; the gauges describe its current epoch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _FIELDS = {
     "cloudfs_job_prefetch_unused_bytes_total": "prefetch_unused_bytes",
     "cloudfs_job_prefetch_lead_files": "prefetch_lead",
     "cloudfs_job_next_epoch_cached_ratio": "next_epoch_cached",
+    "cloudfs_job_finished": "finished",
 }
 
 
@@ -45,6 +48,7 @@ class JobRow:
     prefetch_unused_bytes: float = 0.0
     prefetch_lead: float = 0.0
     next_epoch_cached: float = 0.0
+    finished: float = 0.0  # 1: the job ended, these are its final figures
 
     @property
     def hit_ratio(self) -> float | None:
@@ -72,6 +76,7 @@ class JobRow:
             "prefetch_unused_bytes": int(self.prefetch_unused_bytes),
             "prefetch_lead_files": int(self.prefetch_lead),
             "next_epoch_cached_ratio": self.next_epoch_cached,
+            "finished": bool(self.finished),
         }
 
 
@@ -90,9 +95,19 @@ def parse_jobs(samples: Samples) -> list[JobRow]:
     return [JobRow(job, rank, **fields) for (job, rank), fields in sorted(values.items())]
 
 
-def rows(jobs: Iterable[JobRow], percent: Any, seconds: Any, size: Any) -> list[list[str]]:
-    """The jobs table's cells (formatters passed in by the view)."""
-    out = [["Job", "epoch", "at", "hit", "ahead", "stalled", "lead", "next cached", "read"]]
+def running(jobs: Iterable[JobRow]) -> list[JobRow]:
+    return [j for j in jobs if not j.finished]
+
+
+def finished(jobs: Iterable[JobRow]) -> list[JobRow]:
+    return [j for j in jobs if j.finished]
+
+
+def rows(
+    jobs: Iterable[JobRow], percent: Any, seconds: Any, size: Any, title: str = "Job"
+) -> list[list[str]]:
+    """The jobs table's cells (formatters passed in by the view); ``title`` heads it."""
+    out = [[title, "epoch", "at", "hit", "ahead", "stalled", "lead", "next cached", "read"]]
     for j in jobs:
         out.append(
             [

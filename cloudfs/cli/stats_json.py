@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cloudfs.cli.stats_jobs import finished, running
 from cloudfs.cli.stats_model import Histogram, Snapshot, ratio
 
 
@@ -78,7 +79,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "uploaded_bytes": _int(snap.writeback.uploaded_bytes),
             "failed_uploads": _int(snap.writeback.failures),
         },
-        "jobs": [job.to_json() for job in snap.jobs],
+        "jobs": [job.to_json() for job in running(snap.jobs)],
+        "finished_jobs": [job.to_json() for job in finished(snap.jobs)],
         "group": [member.to_json() for member in snap.group],
         "gateway": [op.to_json() for op in snap.gateway],
     }

@@ -11,12 +11,15 @@ from collections.abc import Iterable
 
 from cloudfs.cli.stats_gateway import rows as gateway_rows
 from cloudfs.cli.stats_group import rows as group_rows
+from cloudfs.cli.stats_jobs import finished as finished_jobs
 from cloudfs.cli.stats_jobs import rows as job_rows
+from cloudfs.cli.stats_jobs import running as running_jobs
 from cloudfs.cli.stats_model import EMPTY_HISTOGRAM, Interval, Snapshot, ratio
 from cloudfs.sizes import format_size
 
 MiB = 1024 * 1024
 TOP_OPS = 8  # latency rows in the live view
+NO_JOBS = "Jobs      (none announced: see cloudfs.hints)"
 
 
 def format_percent(value: float | None) -> str:
@@ -118,10 +121,13 @@ def render(snap: Snapshot, interval: Interval, *, top: int = TOP_OPS) -> list[st
         lines += table(gateway_rows(snap.gateway, format_seconds, format_size))
     if snap.group:
         lines += table(group_rows(snap.group, format_percent, format_seconds, format_size))
-    if snap.jobs:
-        lines += table(job_rows(snap.jobs, format_percent, format_seconds, format_size))
+    live, ended = running_jobs(snap.jobs), finished_jobs(snap.jobs)
+    if live:
+        lines += table(job_rows(live, format_percent, format_seconds, format_size))
     elif mount:
-        lines.append("Jobs      (none announced: see cloudfs.hints)")
+        lines.append("Jobs      (none running: see cloudfs.hints)" if ended else NO_JOBS)
+    if ended:
+        lines += table(job_rows(ended, format_percent, format_seconds, format_size, "Finished"))
     return lines
 
 

@@ -5,7 +5,8 @@ announcement of a job replaces its previous one (the next epoch); a job ends
 when the connection that announced it closes (the process exited or closed its
 ``Announcement``), or, for a detached announcement (``cloudfs hint``), after
 ``IDLE_SECONDS`` without a read of its files. Ending stops its prefetch at
-once, gives its window back, drops its block ranks and its metric series.
+once, gives its window back and drops its block ranks; its metric series stay,
+marked finished, for a grace period (``finished.py``).
 
 The board is the disk tier's ``Ranker`` while any job lives: a block's rank is
 the place of its file in the announced order (the smallest over the jobs that
@@ -32,6 +33,7 @@ from cloudfs.cache.belady import NOT_NEEDED
 from cloudfs.cache.disk import DiskBlockCache
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ObjectReader
+from cloudfs.epoch.finished import SERIES_GRACE, FinishedJobs
 from cloudfs.epoch.order import EpochOrder
 from cloudfs.epoch.telemetry import JobTelemetry
 from cloudfs.errors import FsError
@@ -115,6 +117,8 @@ class JobBoard:
         disk: DiskBlockCache | None,
         metrics: Metrics,
         window: Window,
+        *,
+        series_grace: float = SERIES_GRACE,
     ) -> None:
         self._meta = meta
         self._reader = reader
@@ -122,6 +126,7 @@ class JobBoard:
         self._metrics = metrics
         self._window = window
         self._jobs: dict[JobKey, Job] = {}
+        self._finished = FinishedJobs(series_grace)
         self._ranks: dict[str, int] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -164,6 +169,7 @@ class JobBoard:
             )
         if old is not None:
             self._retire(old)
+        self._finished.take(key)  # ended within the grace: its series run on
         telemetry = JobTelemetry(self._metrics, key.name, key.rank)
         job = Job(key, epoch, order, telemetry, detached)
         job.prefetched = bytearray(len(order))
@@ -187,12 +193,12 @@ class JobBoard:
         return job
 
     def end(self, job: Job) -> None:
-        """``job`` ended: stop its prefetch, drop its ranks and metric series."""
+        """``job`` ended: stop its prefetch, drop its ranks; its series stay a while."""
         if self._jobs.get(job.key) is not job:
             return
         self._retire(job)
         del self._jobs[job.key]
-        job.telemetry.remove()
+        self._finished.add(job.key, job.telemetry, trio.current_time())
         if self._disk is not None and not self._jobs:
             self._disk.set_ranker(None)
         log.info("job %s ended", job.key)
@@ -423,3 +429,4 @@ class JobBoard:
             for job in list(self._jobs.values()):
                 if job.detached and now - job.last_read > IDLE_SECONDS:
                     self.end(job)
+            self._finished.expire(now)

@@ -1,7 +1,9 @@
 """One job's figures: Prometheus series labelled (job, rank), and a copy for ``cloudfs stats``.
 
-The series exist while the job lives (``remove`` drops them when it ends), so a
-dashboard shows live jobs only. Bytes read split three ways: hits (a tier
+The series exist while the job lives and, marked by ``cloudfs_job_finished`` 1
+(``finish``), for a grace period after it ends (``finished.py``), so a scrape
+after a short job still reads its final figures; then ``remove`` drops them.
+A job announced again picks its series up where they were. Bytes read split three ways: hits (a tier
 held them from before this epoch's prefetch: what the cache kept, the figure
 the next-epoch cached fraction predicts), prefetch hits (held because the
 prefetch fetched them ahead of the read), and misses. A stall is the time a
@@ -32,6 +34,7 @@ class JobTelemetry:
         self._epoch = m.job_epoch.labels(*labels)
         self._position = m.job_position.labels(*labels)
         self._order_files = m.job_order_files.labels(*labels)
+        self._finished = m.job_finished.labels(*labels)
         self.predicted = 0.0
         self.files = self.bytes = self.hit_bytes = self.prefetch_hit_bytes = 0
         self.stall_seconds = 0.0
@@ -43,6 +46,7 @@ class JobTelemetry:
         self._order_files.set(files)
         self._position.set(0)
         self._lead.set(0)
+        self._finished.set(0)
         self.files = self.bytes = self.hit_bytes = self.prefetch_hit_bytes = 0
         self.stall_seconds = 0.0
 
@@ -72,6 +76,10 @@ class JobTelemetry:
 
     def unused(self, nbytes: int) -> None:
         self._unused.inc(nbytes)
+
+    def finish(self) -> None:
+        """The job ended: its series keep their final values, marked finished."""
+        self._finished.set(1)
 
     def remove(self) -> None:
         for series in self._metrics.job_series():

@@ -3,8 +3,8 @@
 The mounts count, per announced job and rank, the seconds a rank waited for a
 block it asked for (``cloudfs_job_stall_seconds_total``, ``cloudfs.epoch``);
 the job's workers announce under its id (``CLOUDFS_JOB``). The series exist
-only while the job lives, so the scheduler samples them while it runs and
-keeps the largest total seen.
+while the job lives and for a grace period after (``--job-series-grace``),
+so the scheduler samples them while it runs and keeps the largest total seen.
 """
 
 from __future__ import annotations

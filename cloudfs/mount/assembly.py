@@ -121,7 +121,10 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         store, memory, disk, config.cache, metrics, config.store_id,
         trio.CapacityLimiter(32), ledger=ledger, peers=group.peers,
     )  # fmt: skip
-    board = JobBoard(meta, reader, disk, metrics, _order_window(config))
+    board = JobBoard(
+        meta, reader, disk, metrics, _order_window(config),
+        series_grace=config.cache.job_series_grace,
+    )  # fmt: skip
     reader.watch = board
     staging = os.path.join(staging_root, "staging")
     os.makedirs(staging, exist_ok=True)

@@ -24,6 +24,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "order_window_files": ("order_window_files", True),
     "order_window_size": ("order_window_size", True),
     "order_parallel": ("order_parallel", True),
+    "job_series_grace": ("job_series_grace", True),
     "meta_ttl": ("meta_ttl", True),
     "dataset_mode": ("dataset_mode", True),
     "uid": ("uid", True),

@@ -88,7 +88,7 @@ def test_the_mount_follows_the_loader_through_the_announced_order(dataset_mount:
     assert job["position"] == FILES and job["read_files"] == FILES
     assert job["prefetched_bytes"] > 0  # the window ran ahead of the loader
     sampler.close()
-    assert stats_jobs(mount) == []  # closing ends the job: its series are gone
+    assert stats_jobs(mount) == []  # closing ends the job: it is listed as finished now
 
 
 def test_workers_and_a_distributed_shard(dataset_mount: Any) -> None:

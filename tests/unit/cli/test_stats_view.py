@@ -279,7 +279,8 @@ def test_the_json_snapshot_shape() -> None:
     m.fuse_errors.labels("lookup", "ENOENT").inc(2)
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
     assert set(doc) == {
-        "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "group", "gateway",
+        "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "finished_jobs",
+        "group", "gateway",
     }  # fmt: skip
     assert doc["mount"] == FACTS
     assert doc["tiers"]["memory"] == {
@@ -377,7 +378,7 @@ def test_render_keeps_the_top_ops_and_copes_with_an_idle_mount() -> None:
     assert lines[3].startswith("UFS       0.0 MiB/s")
 
 
-def test_jobs_show_while_they_live() -> None:
+def test_jobs_show_while_they_live_and_apart_once_finished() -> None:
     m = Metrics()
     job = JobTelemetry(m, "resnet", 1)
     job.announced(epoch=2, files=100, cached_bytes=30, total_bytes=120)
@@ -399,8 +400,26 @@ def test_jobs_show_while_they_live() -> None:
     line = render(snap, Interval.between(snap, snap))[-1].split()
     assert line[:3] == ["resnet[1]", "2", "4/100"]
     assert line[3:6] == ["60.0%", "30.0%", "250.0"]
-    job.remove()  # the job ended: its row goes
-    assert snapshot_json(_snapshot(m, 1.0))["jobs"] == []
+    assert row["finished"] is False
+
+    job.finish()  # the job ended: its final figures move to the finished jobs
+    snap = _snapshot(m, 1.0)
+    doc = snapshot_json(snap)
+    assert doc["jobs"] == []
+    assert doc["finished_jobs"] == [{**row, "finished": True}]
+    lines = render(snap, Interval.between(snap, snap))
+    assert lines[-3] == "Jobs      (none running: see cloudfs.hints)"
+    assert lines[-2].split()[0] == "Finished"
+    assert lines[-1].split()[:3] == ["resnet[1]", "2", "4/100"]
+
+    job.announced(epoch=3, files=100, cached_bytes=30, total_bytes=120)  # back within the grace
+    doc = snapshot_json(_snapshot(m, 2.0))
+    assert [r["epoch"] for r in doc["jobs"]] == [3] and doc["finished_jobs"] == []
+    assert doc["jobs"][0]["read_bytes"] == 100, "its counters run on"
+
+    job.remove()  # the grace is over: its rows go
+    doc = snapshot_json(_snapshot(m, 3.0))
+    assert doc["jobs"] == [] and doc["finished_jobs"] == []
 
 
 def test_the_cache_group_shows_each_member_as_the_ring_holds_it() -> None:
