@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -61,10 +60,9 @@ class S3Server:
 def running_s3_server() -> Iterator[S3Server]:
     """Start ``moto_server`` on 127.0.0.1 in its own process; stop it on exit."""
     port = free_port()
-    exe = shutil.which("moto_server")
-    cmd = [exe] if exe else [sys.executable, "-m", "moto.server"]
+    # This interpreter's moto (a venv's, say), not whichever moto_server comes first on PATH.
     proc = subprocess.Popen(
-        [*cmd, "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
