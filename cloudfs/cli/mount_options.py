@@ -173,6 +173,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tls-key", metavar="FILE", help="its private key (-o tls_key=FILE, $CLOUDFS_TLS_KEY)"
     )
+    # The spelling every other client of the tree service uses (cli/tree_flags.py), accepted
+    # here too; a mount's --tls-* cover its cache workers as well, so they stay its own.
+    p.add_argument("--meta-token-file", dest="token_file", help=argparse.SUPPRESS)
+    for part in ("ca", "cert", "key"):
+        p.add_argument(f"--meta-tls-{part}", dest=f"tls_{part}", help=argparse.SUPPRESS)
     p.add_argument(
         "--staging-dir",
         help="where files being written and the write-back journal live: a local disk or a "

@@ -11,6 +11,7 @@ import pytest
 from cloudfs.cli.mount import add_parser, config_from_args
 from cloudfs.errors import UsageError
 from cloudfs.tls import load_client_tls, load_server_tls
+from cloudfs.tokens import token_source
 from testkit.certs import Certs, make_certs
 
 
@@ -87,3 +88,16 @@ def test_a_serving_mount_serves_tls_where_its_group_speaks_it(
         mount_config(*serve, *cert)
     with pytest.raises(UsageError, match="goes with --cache-group-serve"):
         mount_config(*cert, *key)
+
+
+def test_the_mount_takes_the_tree_clients_spelling_too(certs: Certs, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("secret")
+    config = mount_config(
+        "--meta-token-file", str(token), "--meta-tls-ca", str(certs.ca),
+        "--meta-tls-cert", str(certs.client_cert), "--meta-tls-key", str(certs.client_key),
+    )  # fmt: skip
+    assert config.tls is not None and config.tls.cert_file == str(certs.client_cert)
+    source = token_source(config.tree_token)
+    assert source is not None and source.current() == "secret"
+
