@@ -43,7 +43,7 @@ from testkit.mounts import Backing, Mount, mounted
 from testkit.prometheus import (
     QueryError,
     Scrape,
-    prometheus_binary,
+    require_prometheus,
     running_prometheus,
     scrape,
     wait_for,
@@ -262,13 +262,7 @@ def _fill(expr: str, instance: str) -> str:
 
 @pytest.fixture
 def prometheus_bin() -> str:
-    binary = prometheus_binary()
-    if binary is None:
-        message = "needs the prometheus server binary (apt-get install prometheus)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}; CI installs it in .ci/run")
-        pytest.skip(message)
-    return binary
+    return require_prometheus()
 
 
 def test_prometheus_computes_the_dashboard_queries(
