@@ -22,8 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
+from testkit.binaries import require_binary
 from testkit.servers import free_port
 
 ETCD_BIN = "/usr/bin/etcd"
@@ -200,10 +199,4 @@ def _tmpfs_room(path: str) -> bool:
 
 def require_etcd() -> str:
     """The etcd binary; without one, skip the test, or fail it under CI (``CI`` set)."""
-    binary = etcd_binary()
-    if binary is None:
-        message = "needs the etcd server binary (apt-get install etcd-server)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}; CI installs it in .ci/setup")
-        pytest.skip(message)
-    return binary
+    return require_binary(etcd_binary(), "etcd-server")

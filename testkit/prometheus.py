@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from testkit.binaries import require_binary
 from testkit.servers import free_port
 
 PROMETHEUS_BIN = "/usr/bin/prometheus"
@@ -84,13 +84,7 @@ def prometheus_binary() -> str | None:
 
 def require_prometheus() -> str:
     """The prometheus binary; the test skips without one (fails under CI, which installs it)."""
-    binary = prometheus_binary()
-    if binary is None:
-        message = "needs the prometheus server binary (apt-get install prometheus)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}; CI installs it in .ci/run")
-        pytest.skip(message)
-    return binary
+    return require_binary(prometheus_binary(), "prometheus")
 
 
 class QueryError(AssertionError):
