@@ -25,6 +25,17 @@ def parse_size(text: str) -> int:
     return size
 
 
+def parse_quantity(text: str) -> int:
+    """A size as Kubernetes spells it too: '20Gi', '512Mi' (binary), or as ``parse_size``."""
+    text = text.strip()
+    return parse_size(text + "B" if text[-1:] in ("i", "I") else text)
+
+
+def format_quantity(nbytes: int) -> str:
+    """Bytes as a Kubernetes quantity in whole MiB, rounded up: 1.5 GiB -> '1536Mi'."""
+    return f"{max(1, -(-nbytes // (1 << 20)))}Mi"
+
+
 def parse_mode(text: str) -> int:
     try:
         mode = int(text, 8)

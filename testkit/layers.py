@@ -32,7 +32,8 @@ ROWS: tuple[Row, ...] = (
         "`hint.py`, `stats*.py` (`cloudfs stats`: sources, parsing and rates, JSON, the terminal "
         "view), `volume.py`, `meta_serve.py` (`cloudfs meta serve`), `cache_serve.py` (`cloudfs "
         "cache serve`), `gateway.py` (`cloudfs gateway s3`), `job.py` + `scheduler*.py` (the "
-        "embedded scheduler, the extender, the Kueue check), `tls_flags.py` + `tree_flags.py` "
+        "embedded scheduler, the extender, the Kueue check), `sidecar.py` (the sidecar webhook "
+        "and probe), `tls_flags.py` + `tree_flags.py` "
         "(the TLS and tree-service flags), `server_logs.py`",
     ),
     Row(
@@ -47,6 +48,17 @@ ROWS: tuple[Row, ...] = (
         "stall seconds), `scheduler.py` (the loop, recovery), `server.py` + `client.py` (its "
         "socket, started on demand), `report.py`. It drives mounts through processes and the "
         "control socket",
+    ),
+    Row(
+        "services beside the mount",
+        "cloudfs.sidecar",
+        "sidecar mode ([csi.md](csi.md#node-mode-or-sidecar-mode)): the mutating webhook that "
+        "injects the client into a training pod. `settings.py` (the opt-in label, the "
+        "annotations, the webhook's flags), `volumes.py` (a pod's CloudFS volumes: PVC -> PV "
+        "-> URI, options, Secret keys), `containers.py` (one native sidecar per volume, the "
+        "cache and secret volumes), `patch.py` (the patched pod, the JSONPatch, idempotence), "
+        "`review.py` (AdmissionReview v1, refusals, events), `server.py` (HTTPS), `probe.py` "
+        "(the startup probe), `errors.py`",
     ),
     Row(
         "services beside the mount",

@@ -19,6 +19,7 @@ from cloudfs.cli import (
     scheduler,
     scheduler_admission,
     scheduler_extender,
+    sidecar,
     stats,
     umount,
     volume,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     scheduling = scheduler.add_parser(commands)
     scheduler_extender.add_extender_parser(scheduling)
     scheduler_admission.add_admission_parser(scheduling)
+    sidecar.add_parser(commands)
     return parser
 
 

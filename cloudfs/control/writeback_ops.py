@@ -36,11 +36,15 @@ class WritebackControl:
     def handlers(self) -> dict[str, Handler]:
         return {"flush": self.flush, "backlog": self.backlog, "drain_on_exit": self.set_drain}
 
-    async def drain_before_exit(self) -> None:
-        """Unmounted: wait (bounded) for the backlog, unless told not to."""
+    async def drain_before_exit(self) -> Backlog | None:
+        """Unmounted: wait (bounded) for the backlog, unless told not to. Returns what the
+        drain left owed (None: nothing, or no drain was asked for)."""
         if self._uploader is not None and self.drain_on_exit:
             with trio.move_on_after(self.drain_timeout):
                 await self._uploader.drain()
+            left = self._uploader.backlog()
+            return left if left.files else None
+        return None
 
     async def flush(self, request: Message, emit: Emit) -> Message:
         timeout = request.get("timeout")

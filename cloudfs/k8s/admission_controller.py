@@ -29,9 +29,10 @@ from urllib.parse import quote, urlencode
 
 from cloudfs.k8s import admission
 from cloudfs.k8s.admission import KUEUE_GROUP, KUEUE_VERSION, Decision, Readiness
+from cloudfs.k8s.csi_names import DRIVER_NAME
 from cloudfs.k8s.dataset_sizes import dataset_bytes
 from cloudfs.k8s.kube_api import KubeApi, KubeApiError
-from cloudfs.k8s.pod_volumes import DRIVER_NAME, ClaimResolver, pod_volumes
+from cloudfs.k8s.pod_volumes import ClaimResolver, pod_volumes
 from cloudfs.k8s.warmup_job import warmup_job, workload_claims
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudfs.errors import UsageError
-from cloudfs.sizes import parse_size
+from cloudfs.sizes import parse_quantity
 
 DATASET_BYTES_ANNOTATION = "cloudfs.io/dataset-bytes"
 
@@ -26,10 +26,7 @@ def parse_sizes(text: str) -> dict[str, int]:
         volume, sep, size = item.partition("=")
         if not sep or not volume.strip():
             raise UsageError(f"invalid dataset size {item!r} (VOLUME=SIZE)")
-        size = size.strip()
-        if size[-1:].lower() == "i":
-            size += "B"
-        out[volume.strip()] = parse_size(size)
+        out[volume.strip()] = parse_quantity(size)
     return out
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from cloudfs.k8s.pod_volumes import DRIVER_NAME, ClaimResolver, pod_volumes
+from cloudfs.k8s.csi_names import DRIVER_NAME
+from cloudfs.k8s.pod_volumes import ClaimResolver, pod_volumes
 from cloudfs.k8s.wire import MAX_EXTENDER_PRIORITY, ExtenderArgs, FilterResult, node_name
 
 log = logging.getLogger(__name__)

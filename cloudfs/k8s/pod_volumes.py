@@ -24,14 +24,14 @@ import logging
 from typing import Any, Protocol
 
 from cloudfs.errors import UsageError
+from cloudfs.k8s.csi_names import CONTEXT_URI as URI_ATTRIBUTE
+from cloudfs.k8s.csi_names import DRIVER_NAME
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 
 log = logging.getLogger(__name__)
 
 VOLUMES_ANNOTATION = "cloudfs.io/volumes"
 DATASETS_ANNOTATION = "cloudfs.io/datasets"
-DRIVER_NAME = "csi.cloudfs.io"
-URI_ATTRIBUTE = "uri"  # the CSI driver's volume context key (cloudfs_csi/volumes.py)
 
 
 class ClaimResolver(Protocol):

@@ -23,7 +23,7 @@ from cloudfs.control.writeback_ops import WritebackControl
 from cloudfs.data.journal import WriteJournal
 from cloudfs.data.ledger import PrefetchLedger
 from cloudfs.data.reader import ObjectReader
-from cloudfs.data.uploader import Uploader, UploadPolicy
+from cloudfs.data.uploader import Backlog, Uploader, UploadPolicy
 from cloudfs.epoch.board import JobBoard, Window
 from cloudfs.epoch.hint_ops import HintControl
 from cloudfs.errors import FsError, StartupError
@@ -43,6 +43,7 @@ from cloudfs.mount.cache_report import CacheReporter, held_bytes, node_name, rep
 from cloudfs.mount.local_blocks import local_blocks
 from cloudfs.mount.local_tree import LocalTree, local_volume, open_local_tree
 from cloudfs.mount.malloc import bound_malloc
+from cloudfs.sizes import format_size
 from cloudfs.ufs.factory import open_store
 from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs
@@ -209,18 +210,30 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
 
+    undrained: list[Backlog] = []
+
     async def before_stop() -> None:
         """After the last kernel request: fetched blocks onto disk, then the write-back drain."""
         board.stop()
         with trio.move_on_after(DISK_DRAIN_SECONDS):
             await reader.drain_disk_writes()
-        await writeback.drain_before_exit()
+        if left := await writeback.drain_before_exit():
+            undrained.append(left)
 
     def serve() -> int:
+        """Serves until unmounted or signalled: 0, or 1 when the write-back drain ran out
+        of time with files still owed (a pod's end must not pass for a clean one)."""
         for start in starts:
             start()
         signalled = trio.run(session.serve, start_background, before_stop)
         session.stop(unmount=signalled)
+        for left in undrained:
+            log.error(
+                "%d closed file(s) (%s) not uploaded within --drain-timeout %gs; they stay "
+                "in the write-back journal under %s for the next mount of it",
+                left.files, format_size(left.bytes), config.write.drain_timeout, staging_root,
+            )  # fmt: skip
+            return 1
         return 0
 
     return serve

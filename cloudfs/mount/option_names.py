@@ -5,6 +5,10 @@ driver's mount-option checks read the same table."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
+from cloudfs.errors import UsageError
+
 # -o name -> (argparse dest, takes a value)
 O_OPTIONS: dict[str, tuple[str, bool]] = {
     "ro": ("read_only", False),
@@ -61,3 +65,25 @@ IGNORED = {
     "exec", "noexec", "suid", "nosuid", "dev", "nodev", "async", "atime", "relatime",
     "noatime", "nodiratime", "default_permissions",
 }  # fmt: skip
+
+
+def o_items(flags: Iterable[str], owned: Collection[str] = ()) -> list[str]:
+    """``mountOptions`` entries (each ``a,b=c`` or one item) as ``cloudfs mount -o`` items:
+    mount(8)'s own dropped, the rest known and of the right form, none of ``owned`` (the
+    options whoever starts the mount sets itself). ``UsageError`` names the option, never
+    its value (a value may be secret)."""
+    out: list[str] = []
+    for flag in flags:
+        for item in filter(None, (part.strip() for part in flag.split(","))):
+            name, sep, _ = item.partition("=")
+            if name in IGNORED:
+                continue
+            if name in owned:
+                raise UsageError(f"mount option {name!r} is set by CloudFS itself")
+            spec = O_OPTIONS.get(name)
+            if spec is None:
+                raise UsageError(f"unknown mount option {name!r}")
+            if spec[1] != bool(sep):
+                raise UsageError(f"mount option {name!r}: bad value form")
+            out.append(item)
+    return out

@@ -19,15 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cloudfs.errors import FsError, UsageError
+from cloudfs.k8s.csi_names import CONTEXT_GROUP, CONTEXT_PEERS
 from cloudfs.lib.endpoints import parse_host_port, parse_members
 from cloudfs.meta.client.tree_uri import is_tree_uri
 from cloudfs.meta.wire.groups import validate_group_name
 from cloudfs_csi.errors import InvalidArgument
 
-CONTEXT_GROUP = "cacheGroup"
-CONTEXT_PEERS = "cachePeers"
 CONTEXT_KEYS = (CONTEXT_GROUP, CONTEXT_PEERS)
-CACHE_TOKEN_KEYS = ("cacheToken", "CLOUDFS_CACHE_TOKEN")
 GROUP_OPTIONS = frozenset({"cache_group", "cache_peers"})
 
 

@@ -26,6 +26,7 @@ import os
 from cloudfs.errors import AlreadyExists as FsAlreadyExists
 from cloudfs.errors import FsError, NoAttribute, UsageError
 from cloudfs.errors import NotFound as FsNotFound
+from cloudfs.k8s.csi_names import CONTEXT_URI, TOKEN_KEYS
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
@@ -43,7 +44,6 @@ from cloudfs_csi.errors import (
 )
 from cloudfs_csi.tls import TlsFiles, client_tls
 from cloudfs_csi.validation import check_capability, require, require_id
-from cloudfs_csi.volumes import CONTEXT_URI, TOKEN_KEYS
 
 log = logging.getLogger(__name__)
 

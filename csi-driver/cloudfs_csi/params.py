@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloudfs.errors import FsError, UsageError
+from cloudfs.k8s.csi_names import CONTEXT_GROUP, CONTEXT_PEERS
 from cloudfs.meta.client.tree_uri import parse_tree_uri
 from cloudfs.sizes import parse_mode, parse_seconds
 from cloudfs.ufs.factory import validate_uri
@@ -46,9 +47,9 @@ class ProvisionParams:
         """What the nodes need beyond the volume's URI: its cache group."""
         out = {}
         if self.cache.group:
-            out[cache_group.CONTEXT_GROUP] = self.cache.group
+            out[CONTEXT_GROUP] = self.cache.group
         if self.cache.peers:
-            out[cache_group.CONTEXT_PEERS] = ",".join(self.cache.peers)
+            out[CONTEXT_PEERS] = ",".join(self.cache.peers)
         return out
 
     def ufs_for(self, volume_name: str) -> str:

@@ -23,14 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cloudfs.errors import UsageError
+from cloudfs.k8s.csi_names import TLS_CA_KEYS, TLS_CERT_KEYS, TLS_KEY_KEYS
 from cloudfs.tls import ClientTLS, load_client_tls
 from cloudfs_csi.errors import FailedPrecondition, InvalidArgument
 
 CA, CERT, KEY = "ca", "cert", "key"
 SECRET_KEYS: dict[str, tuple[str, ...]] = {
-    CA: ("ca.crt", "tlsCa"),
-    CERT: ("tls.crt", "tlsCert"),
-    KEY: ("tls.key", "tlsKey"),
+    CA: TLS_CA_KEYS,
+    CERT: TLS_CERT_KEYS,
+    KEY: TLS_KEY_KEYS,
 }
 ALL_SECRET_KEYS = frozenset(k for keys in SECRET_KEYS.values() for k in keys)
 

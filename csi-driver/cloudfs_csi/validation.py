@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from cloudfs.mount.option_names import IGNORED, O_OPTIONS
+from cloudfs.errors import UsageError
+from cloudfs.mount.option_names import O_OPTIONS, o_items
 from cloudfs_csi.cache_group import check_option
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
 from cloudfs_csi.errors import InvalidArgument
@@ -88,21 +89,13 @@ def mount_options(flags: list[str]) -> list[str]:
 
     Raises InvalidArgument naming the option, never its value (it may be secret).
     """
-    out: list[str] = []
-    for flag in flags:
-        for item in filter(None, (part.strip() for part in flag.split(","))):
-            name, sep, value = item.partition("=")
-            if name in IGNORED:
-                continue
-            if name in DRIVER_OWNED_OPTIONS:
-                raise InvalidArgument(f"mount option {name!r} is set by the driver")
-            spec = KNOWN_OPTIONS.get(name)
-            if spec is None:
-                raise InvalidArgument(f"unknown mount option {name!r}")
-            if spec[1] != bool(sep):
-                raise InvalidArgument(f"mount option {name!r}: bad value form")
-            check_option(name, value)
-            out.append(item)
+    try:
+        out = o_items(flags, DRIVER_OWNED_OPTIONS)
+    except UsageError as exc:
+        raise InvalidArgument(str(exc).replace("by CloudFS itself", "by the driver")) from None
+    for item in out:
+        name, _, value = item.partition("=")
+        check_option(name, value)
     return out
 
 

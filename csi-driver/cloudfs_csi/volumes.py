@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 
 from cloudfs.errors import FsError, UsageError
+from cloudfs.k8s.csi_names import CACHE_TOKEN_KEYS, CONTEXT_URI, ENV_KEY, TOKEN_KEYS
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.ufs.factory import validate_uri
-from cloudfs_csi.cache_group import CACHE_TOKEN_KEYS
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
 from cloudfs_csi.tls import ALL_SECRET_KEYS as TLS_KEYS
 from cloudfs_csi.tls import TlsFiles, client_tls
 
 log = logging.getLogger(__name__)
 
-CONTEXT_URI = "uri"
-TOKEN_KEYS = ("token", "CLOUDFS_META_TOKEN")
-_ENV_KEY = re.compile(r"^(AWS|HADOOP|ARROW|CLOUDFS)_[A-Z0-9_]+$")
 TREE_TIMEOUT = 15.0
 TLS_HINT = (
     "the mount and this check trust the CA of the node-stage secret's ca.crt, else the "
@@ -56,7 +52,7 @@ def split_secrets(secrets: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """
     token = next((secrets[k] for k in TOKEN_KEYS if secrets.get(k)), None)
     tokens = set(TOKEN_KEYS) | set(CACHE_TOKEN_KEYS) | TLS_KEYS
-    env = {k: v for k, v in secrets.items() if _ENV_KEY.match(k) and k not in tokens}
+    env = {k: v for k, v in secrets.items() if ENV_KEY.match(k) and k not in tokens}
     ignored = sorted(set(secrets) - set(env) - tokens)
     if ignored:
         log.warning(
