@@ -7,18 +7,17 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testkit.kube_api import running_fake_kube_api
 from testkit.tree_server import TreeServer, running_tree_server
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -89,26 +88,10 @@ def tree_server() -> Iterator[TreeServer]:
         yield server
 
 
-class _FakeApi(BaseHTTPRequestHandler):
-    objects: dict[str, Any] = {}
-
-    def do_GET(self) -> None:
-        body = self.objects.get(self.path)
-        data = json.dumps(body or {"kind": "Status", "code": 404}).encode()
-        self.send_response(200 if body is not None else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def fake_kube_api() -> Iterator[str]:
     """PVC ml/imagenet bound to PV pvc-1234, a CloudFS CSI volume grpc://.../imagenet."""
-    handler = type("Api", (_FakeApi,), {"objects": {
+    objects = {
         "/api/v1/namespaces/ml/persistentvolumeclaims/imagenet": {
             "kind": "PersistentVolumeClaim", "apiVersion": "v1",
             "metadata": {"name": "imagenet", "namespace": "ml"},
@@ -122,12 +105,6 @@ def fake_kube_api() -> Iterator[str]:
                              "volumeHandle": "grpc://cloudfs-tree.cloudfs:7070/imagenet",
                              "volumeAttributes": {"storage.kubernetes.io/x": "y"}}},
         },
-    }})  # fmt: skip
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    }  # fmt: skip
+    with running_fake_kube_api(objects) as api:
+        yield api.url
