@@ -199,7 +199,7 @@ def _group_serve_tls(
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    checks.check_mountpoint(config.mountpoint)
+    checks.check_mountpoint(config.mountpoint, take_over_dead=args.take_over_dead_mount)
     checks.check_fuse_device()
     from cloudfs.mount.assembly import mount_filesystem  # heavy imports after validation
 

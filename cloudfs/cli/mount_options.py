@@ -149,6 +149,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="its private key (-o cache_group_serve_key=FILE)",
     )
     p.add_argument(
+        "--take-over-dead-mount",
+        action="store_true",
+        help="if MOUNTPOINT holds a CloudFS mount whose process is gone (ENOTCONN), detach it "
+        "and mount in its place: a restarted sidecar (-o take_over_dead_mount)",
+    )
+    p.add_argument(
         "--no-local-blocks",
         action="store_true",
         help="grpc:// mounts: do not serve this mount's cached blocks to this user's other "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
+import logging
 import os
 import stat
 from typing import IO
@@ -10,8 +13,15 @@ from typing import IO
 from cloudfs import mountinfo
 from cloudfs.errors import StartupError
 
+log = logging.getLogger(__name__)
 
-def check_mountpoint(mountpoint: str) -> None:
+MNT_DETACH = 2  # <sys/mount.h>: umount2's lazy detach
+
+
+def check_mountpoint(mountpoint: str, *, take_over_dead: bool = False) -> None:
+    """``take_over_dead``: a dead CloudFS mount there is detached first (``detach_dead``)."""
+    if take_over_dead and detach_dead(mountpoint):
+        log.warning("%s: detached the dead CloudFS mount there; mounting in its place", mountpoint)
     if not os.path.exists(mountpoint):
         raise StartupError(f"mountpoint {mountpoint} does not exist")
     if not os.path.isdir(mountpoint):
@@ -31,6 +41,32 @@ def is_mounted(mountpoint: str) -> bool:
         return os.path.ismount(real)
     except OSError:  # a dead FUSE mount: "Transport endpoint is not connected"
         return True
+
+
+def detach_dead(mountpoint: str) -> bool:
+    """Lazily unmount the CloudFS mount at ``mountpoint`` if its process is gone (a statfs,
+    which the kernel never answers from its cache, fails with ENOTCONN); True if there was
+    one. A live mount, or another filesystem's, is left alone. The detach propagates like
+    a mount (a sidecar's ``Bidirectional`` volume: the app containers see the new mount in
+    its place)."""
+    real = os.path.realpath(mountpoint)
+    try:
+        mount = mountinfo.topmost(mountinfo.read(), real)
+    except (OSError, ValueError):
+        return False
+    if mount is None or mount.fs_type != "fuse.cloudfs":
+        return False
+    try:
+        os.statvfs(real)  # statfs always reaches the daemon; a stat may be answered from cache
+        return False
+    except OSError as e:
+        if e.errno != errno.ENOTCONN:
+            return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(os.fsencode(real), MNT_DETACH) != 0:
+        code = ctypes.get_errno()
+        raise StartupError(f"cannot detach the dead mount at {mountpoint}: {os.strerror(code)}")
+    return True
 
 
 def check_fuse_device() -> None:

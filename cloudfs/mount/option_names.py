@@ -59,6 +59,7 @@ O_OPTIONS: dict[str, tuple[str, bool]] = {
     "staging_size": ("staging_size", True),
     "staging_wait": ("staging_wait", True),
     "no_local_blocks": ("no_local_blocks", False),
+    "take_over_dead_mount": ("take_over_dead_mount", False),
 }
 IGNORED = {
     "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",

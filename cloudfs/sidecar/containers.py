@@ -11,7 +11,10 @@ their own mounts of it (``HostToContainer``, ``patch.py``). Kubernetes allows
 ``/dev/fuse``: that is the least FUSE needs here.
 
 Its startup probe (``cloudfs sidecar probe``) passes once the mount answers, so
-the app containers start only then. Secrets reach it as files of a Secret
+the app containers start only then. A sidecar that dies (killed for memory) is
+restarted by kubelet; ``--take-over-dead-mount`` then detaches the dead mount and
+mounts in its place, which the app containers see (files they held open stay
+broken; new opens work). Secrets reach it as files of a Secret
 volume (tokens, TLS) and as ``secretKeyRef`` environment (``AWS_*``...), never
 as values in the pod spec. The cache is one ``emptyDir`` (``cloudfs-cache``)
 whose ``sizeLimit`` covers every volume's cache and write-back staging, or a
@@ -138,6 +141,7 @@ class _Plan:
         volume = self.volume
         cmd = [
             "cloudfs", "mount", volume.uri, mount_path(volume), "--foreground", "--allow-other",
+            "--take-over-dead-mount",
             "--cache-dir", f"{CACHE_ROOT}/{volume.name}", "--cache-size", str(self.cache_size),
         ]  # fmt: skip
         if volume.read_only:
