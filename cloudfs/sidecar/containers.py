@@ -190,7 +190,8 @@ class _Plan:
             "image": image,
             "command": self.command(),
             "restartPolicy": "Always",
-            "securityContext": {"privileged": True, "runAsUser": 0},
+            # root and privileged whatever the pod says: FUSE and Bidirectional need both
+            "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
             "volumeMounts": mounts,
             "resources": resources,
             "startupProbe": {
