@@ -6,7 +6,8 @@ read-only root filesystem with its writable paths on volumes. Outside the node p
 every container runs as a user other than root (the example's init container that
 hands a hostPath to that user holds CHOWN and nothing else). The NetworkPolicies deny
 ingress by default and let the mounts (node plugin pods) reach the tree service and the
-cache workers, selected by the labels the workloads actually carry.
+cache workers, selected by the labels the workloads actually carry; the sidecar webhook's
+port is open to its one client, the API server, which no selector can name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 pytest.importorskip("yaml", reason="needs PyYAML (csi-driver[test])")
 
-from tests.csi.manifests import DOCS, one
+from tests.csi.manifests import DOCS, one, selector_matches
 
 NAMESPACE = "cloudfs"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
@@ -29,6 +30,7 @@ CHOWN_INIT = ("cloudfs-cache-node", "cache-dir-owner")  # example DaemonSet's in
 WRITABLE_FLAGS = ("--cache-dir=", "--engine=lmdb://", "--log-file=")
 
 Container = dict[str, Any]
+ANYONE = "*"  # an ingress rule without `from`
 
 
 def workloads() -> list[dict[str, Any]]:
@@ -133,29 +135,12 @@ def test_writable_paths_are_volumes(workload: dict[str, Any]) -> None:
 # ---- NetworkPolicies ----
 
 
-def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) against ``labels``."""
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-        return False
-    for e in selector.get("matchExpressions", []):
-        key, op, values = e["key"], e["operator"], e.get("values", [])
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
-
-
 def _selected(selector: dict[str, Any]) -> set[str]:
     """The workloads of the namespace whose pods ``selector`` picks."""
     return {
         w["metadata"]["name"]
         for w in workloads()
-        if _matches(selector, w["spec"]["template"]["metadata"].get("labels", {}))
+        if selector_matches(selector, w["spec"]["template"]["metadata"].get("labels", {}))
     }
 
 
@@ -164,11 +149,12 @@ def _policies() -> dict[str, dict[str, Any]]:
 
 
 def _allowed(policy: dict[str, Any]) -> dict[int, set[str]]:
-    """Port -> the workloads of the namespace allowed in (``ns:LABELS`` for namespaces)."""
+    """Port -> the workloads of the namespace allowed in (``ns:LABELS`` for namespaces,
+    ``*`` for a rule without ``from``: any source)."""
     out: dict[int, set[str]] = {}
     for rule in policy["spec"].get("ingress", []):
-        peers: set[str] = set()
-        for peer in rule["from"]:
+        peers: set[str] = set() if "from" in rule else {ANYONE}
+        for peer in rule.get("from", []):
             assert "ipBlock" not in peer
             if "namespaceSelector" in peer:
                 assert "podSelector" not in peer
@@ -240,7 +226,8 @@ def test_nothing_else_is_reachable() -> None:
             _selected(policy["spec"]["podSelector"]) if policy["spec"].get("ingress") else set()
         )
     assert reachable == {
-        "cloudfs-meta", "cloudfs-cache", "cloudfs-cache-node", "cloudfs-scheduler-extender"
+        "cloudfs-meta", "cloudfs-cache", "cloudfs-cache-node", "cloudfs-scheduler-extender",
+        "cloudfs-sidecar-webhook",
     }  # fmt: skip
 
 
@@ -250,6 +237,18 @@ def test_only_the_cloudfs_scheduler_reaches_the_extender() -> None:
     port = one("Service", "cloudfs-scheduler-extender")["spec"]["ports"][0]["port"]
     assert _allowed(policy) == {port: {"cloudfs-scheduler"}}
     assert set(_allowed(policy)) <= _container_ports("cloudfs-scheduler-extender")
+
+
+def test_only_the_webhook_port_is_open_to_the_api_server() -> None:
+    """The API server's address is no pod's: the sidecar webhook's 8443 is open to any
+    source (it serves TLS and AdmissionReviews only), and nothing else of its pods."""
+    policy = _policies()["cloudfs-sidecar-webhook-clients"]
+    assert _selected(policy["spec"]["podSelector"]) == {"cloudfs-sidecar-webhook"}
+    assert _allowed(policy) == {8443: {ANYONE}}
+    assert set(_allowed(policy)) == _container_ports("cloudfs-sidecar-webhook")
+    for name, other in _policies().items():
+        if name != "cloudfs-sidecar-webhook-clients":
+            assert all(ANYONE not in peers for peers in _allowed(other).values()), name
 
 
 # ---- TLS ----
