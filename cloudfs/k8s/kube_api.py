@@ -9,7 +9,7 @@ service account: the token (re-read on every call, as projected tokens
 rotate) and the cluster CA. Tests give a base URL of their own.
 
 Errors: ``KubeApiError`` for anything but a 2xx with a JSON object
-(``not_found`` says whether it was a 404, ``conflict`` a 409).
+(``not_found`` says whether it was a 404, ``conflict`` a 409, ``forbidden`` a 403).
 """
 
 from __future__ import annotations
@@ -33,10 +33,18 @@ APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 
 
 class KubeApiError(Exception):
-    def __init__(self, message: str, *, not_found: bool = False, conflict: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        not_found: bool = False,
+        conflict: bool = False,
+        forbidden: bool = False,
+    ) -> None:
         super().__init__(message)
         self.not_found = not_found
         self.conflict = conflict
+        self.forbidden = forbidden
 
 
 class KubeApi:
@@ -104,7 +112,10 @@ class KubeApi:
                 answer = json.loads(reply.read(MAX_BODY))
         except urllib.error.HTTPError as exc:
             raise KubeApiError(
-                f"{what}: HTTP {exc.code}", not_found=exc.code == 404, conflict=exc.code == 409
+                f"{what}: HTTP {exc.code}",
+                not_found=exc.code == 404,
+                conflict=exc.code == 409,
+                forbidden=exc.code == 403,
             ) from None
         except (OSError, ValueError) as exc:
             raise KubeApiError(f"{what}: {exc}") from None

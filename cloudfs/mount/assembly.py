@@ -230,7 +230,8 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         for left in undrained:
             log.error(
                 "%d closed file(s) (%s) not uploaded within --drain-timeout %gs; they stay "
-                "in the write-back journal under %s for the next mount of it",
+                "in the write-back journal under %s, uploaded by the next mount that uses it "
+                "(lost if that directory is, as a pod's emptyDir is)",
                 left.files, format_size(left.bytes), config.write.drain_timeout, staging_root,
             )  # fmt: skip
             return 1

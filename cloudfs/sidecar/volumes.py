@@ -233,6 +233,12 @@ def _get(api: Api, path: str, what: str, required: bool) -> dict[str, Any] | Non
             if required:
                 raise Refused(f"{what} does not exist") from None
             return None
+        if exc.forbidden:
+            raise Refused(
+                f"{what}: the webhook may not read it ({exc}); grant its service account get "
+                "there (deploy/sidecar/webhook.yaml)",
+                code=500,
+            ) from None
         raise Refused(f"{what}: the API server did not answer ({exc})", code=500) from None
 
 

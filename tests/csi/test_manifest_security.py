@@ -31,6 +31,7 @@ WRITABLE_FLAGS = ("--cache-dir=", "--engine=lmdb://", "--log-file=")
 
 Container = dict[str, Any]
 ANYONE = "*"  # an ingress rule without `from`
+SIDECARS = "pods:[('cloudfs.io/inject', 'true')]"  # any namespace's pods that asked for sidecars
 
 
 def workloads() -> list[dict[str, Any]]:
@@ -156,8 +157,10 @@ def _allowed(policy: dict[str, Any]) -> dict[int, set[str]]:
         peers: set[str] = set() if "from" in rule else {ANYONE}
         for peer in rule.get("from", []):
             assert "ipBlock" not in peer
-            if "namespaceSelector" in peer:
-                assert "podSelector" not in peer
+            if "namespaceSelector" in peer and "podSelector" in peer:
+                assert peer["namespaceSelector"] == {}  # pods of any namespace, by label
+                peers.add(f"pods:{sorted(peer['podSelector']['matchLabels'].items())}")
+            elif "namespaceSelector" in peer:
                 peers.add(f"ns:{sorted(peer['namespaceSelector']['matchLabels'].items())}")
             else:
                 peers |= _selected(peer["podSelector"])
@@ -196,6 +199,7 @@ def test_only_mounts_and_their_peers_reach_the_tree_service() -> None:
             NODE, "cloudfs-csi-controller", "cloudfs-cache", "cloudfs-cache-node",
             "cloudfs-scheduler-extender",  # asks for the nodes' cached bytes
             "cloudfs-data-readiness",  # the same, and which volumes exist
+            SIDECARS,  # sidecar mode's mounts, in the training pods
         }
     }  # fmt: skip
     assert set(_allowed(policy)) <= _container_ports("cloudfs-meta")
@@ -210,7 +214,7 @@ def test_only_mounts_and_workers_reach_the_cache_workers() -> None:
     grpc_port = next(
         p["port"] for p in one("Service", "cloudfs-cache")["spec"]["ports"] if p["name"] == "grpc"
     )
-    assert allowed[grpc_port] == {NODE, "cloudfs-cache", "cloudfs-cache-node"}
+    assert allowed[grpc_port] == {NODE, "cloudfs-cache", "cloudfs-cache-node", SIDECARS}
     assert allowed[9464] == {"ns:[('cloudfs.io/prometheus', 'true')]"}  # metrics only
     assert set(allowed) == {grpc_port, 9464}
     for worker in ("cloudfs-cache", "cloudfs-cache-node"):

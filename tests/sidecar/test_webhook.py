@@ -325,3 +325,15 @@ def test_malformed_reviews_are_bad_requests() -> None:
                   "request": {"object": {}}}):  # fmt: skip
         with pytest.raises(BadReview):
             hook.review(body)
+
+
+def test_a_secret_the_webhook_may_not_read_says_so() -> None:
+    class Narrow(MemoryApi):
+        def get(self, path: str) -> dict[str, Any]:
+            if "/secrets/" in path:
+                raise KubeApiError(f"GET {path}: HTTP 403", forbidden=True)
+            return super().get(path)
+
+    answer = webhook(Narrow(objects()))[0].review(training_review())["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 500
+    assert "the webhook may not read it" in answer["status"]["message"]
