@@ -17,6 +17,7 @@ from typing import Any
 
 from cloudfs.k8s.extender import Extender
 from cloudfs.k8s.wire import BadRequest, error_answer, filter_answer, parse_args, priority_answer
+from cloudfs.lib.http_server import send
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(body).encode(), "application/json")
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send(self, status, body, content_type)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)

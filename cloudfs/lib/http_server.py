@@ -234,6 +234,15 @@ class ThreadedHTTPServer:
         """A connection past ``max_connections_per_client`` was answered 503 (metrics)."""
 
 
+def send(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+    """A whole response: status, type, length, body (the small JSON and text servers')."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class ConnectionHandler(BaseHTTPRequestHandler):
     """One connection: its requests one after the other (HTTP/1.1 keep-alive)."""
 

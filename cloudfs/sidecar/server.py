@@ -15,7 +15,7 @@ import json
 import logging
 from typing import Any, cast
 
-from cloudfs.lib.http_server import ConnectionHandler, ThreadedHTTPServer
+from cloudfs.lib.http_server import ConnectionHandler, ThreadedHTTPServer, send
 from cloudfs.sidecar.review import BadReview, Webhook
 from cloudfs.tls import ServerTLS
 
@@ -82,8 +82,4 @@ class _Handler(ConnectionHandler):
         self._send(status, json.dumps(body).encode(), "application/json")
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send(self, status, body, content_type)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from testkit.http_service import running_http_service
 from testkit.kube_api import running_fake_kube_api
 from testkit.tree_server import TreeServer, running_tree_server
 
@@ -58,28 +57,8 @@ def running_extender(tree: str, *args: str) -> Iterator[str]:
         sys.executable, "-m", "cloudfs.cli.main", "scheduler", "extender",
         "--listen", f"127.0.0.1:{port}", "--tree", f"grpc://{tree}", *args,
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"extender did not start: {proc.stderr and proc.stderr.read()}")
-            time.sleep(0.1)
+    with running_http_service(cmd, f"http://127.0.0.1:{port}") as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import json
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import jsonpatch
 import pytest
 
 from testkit.certs import Certs, make_certs
+from testkit.http_service import running_http_service
 from testkit.kube_api import FakeKubeApi, running_fake_kube_api
 from testkit.servers import free_port
 from tests.sidecar.cluster import objects, patch_of, training_review
@@ -45,29 +45,9 @@ def webhook(certs: Certs, kube: FakeKubeApi) -> Iterator[str]:
     cmd = [*CLI, "sidecar", "webhook", "--listen", f"127.0.0.1:{port}",
            "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key),
            "--image", "ghcr.io/cloudfs/cloudfs-csi:0.1.0", "--kube-api", kube.url]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"https://127.0.0.1:{port}"
     context = ssl.create_default_context(cafile=str(certs.ca))
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1, context=context) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"webhook did not start: {proc.stderr and proc.stderr.read()}")
-            time.sleep(0.1)
+    with running_http_service(cmd, f"https://127.0.0.1:{port}", context) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def post(base: str, certs: Certs, body: bytes, path: str = "/mutate") -> tuple[int, bytes]:
