@@ -28,6 +28,15 @@ file (the next ``latest.tmp``) was put and committed there.
 ``drain()`` waits until nothing is owed. ``backlog()`` and the
 ``cloudfs_writeback_*`` metrics describe what is owed. Runs in the trio
 thread; blocking work (store, journal) goes to worker threads.
+
+Only the end of the mount cancels ``run()`` (after the bounded drain, or
+``--no-drain``). A put in flight is then abandoned, not waited for: a store
+that stopped answering would otherwise hold the exit for its own timeouts and
+retries, far past ``--drain-timeout`` (and a pod's grace period). Its entry
+stays in the journal and the next mount puts it again, as after a crash; if
+the put still lands meanwhile, it lands the same bytes under the same key. (The
+delete or rename that follows a put whose file was unlinked or renamed is
+waited for: cut short, it would leave an object under a name no file has.)
 """
 
 from __future__ import annotations
@@ -274,6 +283,7 @@ class Uploader:
             entry.data_path,
             self._journal.upload_state(entry),
             limiter=self._limiter,
+            abandon_on_cancel=True,  # the end of the mount (see the module's docstring)
         )
         now_key = await self._sink.key_of(entry.inode)
         if recovered and now_key is None:

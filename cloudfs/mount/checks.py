@@ -26,8 +26,23 @@ def check_mountpoint(mountpoint: str, *, take_over_dead: bool = False) -> None:
         raise StartupError(f"mountpoint {mountpoint} does not exist")
     if not os.path.isdir(mountpoint):
         raise StartupError(f"mountpoint {mountpoint} is not a directory")
-    if is_mounted(mountpoint):
+    if holds_fuse_mount(mountpoint):
         raise StartupError(f"mountpoint {mountpoint} is busy: something is mounted there")
+
+
+def holds_fuse_mount(mountpoint: str) -> bool:
+    """A FUSE filesystem (CloudFS or another, live or dead) is the topmost mount at
+    ``mountpoint``: mounting again would hide it. Any other mount there may be mounted
+    over: a container's volume is a bind mount at its path (the sidecar's emptyDir at
+    ``/cloudfs/mnt/VOLUME``), and the sidecar mounts CloudFS on top of it."""
+    real = os.path.realpath(mountpoint)
+    try:
+        top = mountinfo.topmost(mountinfo.read(), real)
+    except (OSError, ValueError):
+        return is_mounted(mountpoint)  # no mount table to tell the kind: refuse any mount
+    if top is None:
+        return False
+    return top.fs_type in ("fuse", "fuseblk") or top.fs_type.startswith("fuse.")
 
 
 def is_mounted(mountpoint: str) -> bool:
