@@ -93,6 +93,11 @@ class RemoteIOError(FsError):
     errno = _errno.EIO
 
 
+class TreeUnreachable(RemoteIOError):
+    """The tree service could not be reached (not back within the reconnect wait): a
+    mount then runs detached, answering reads from what it knows (``meta/client/detached.py``)."""
+
+
 class ObjectChanged(FsError):
     """The object is no longer the version (ETag, size) the caller named: its view is stale."""
 

@@ -171,6 +171,12 @@ class Metrics:
         self.worker_bytes = Counter(
             "cloudfs_worker_bytes", "Block bytes a cache worker served", ["source"], registry=r
         )
+        self.tree_detached = Gauge(
+            "cloudfs_tree_detached_seconds",
+            "How long this mount has run detached, answering reads from what it knows, "
+            "because the tree service is unreachable (0: attached)",
+            registry=r,
+        )
         self.peer_group_size = Gauge(
             "cloudfs_peer_group_size",
             "Members of the cache group as this mount sees it now (its ring)",

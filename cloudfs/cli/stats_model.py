@@ -131,6 +131,7 @@ class Snapshot:
     jobs: Sequence[JobRow] = ()
     group: Sequence[MemberRow] = ()  # the cache group's members, as the mount sees them
     gateway: Sequence[OpRow] = ()  # an S3 gateway's operations
+    tree_detached_seconds: float = 0.0  # >0: the tree service is unreachable, reads local
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -203,6 +204,7 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
                 "error", 0.0
             ),
         ),
+        tree_detached_seconds=total(samples, "cloudfs_tree_detached_seconds"),
         jobs=parse_jobs(samples),
         group=parse_group(samples),
         gateway=parse_gateway(

@@ -179,4 +179,10 @@ def _mount_lines(snap: Snapshot, interval: Interval) -> list[str]:
         f", failed attempts {format_count(snap.writeback.failures)})",
         f"Opens     {f.get('opens', '?')}",
     ]
+    if snap.tree_detached_seconds > 0:
+        lines.insert(
+            1,
+            f"DETACHED  the tree service is unreachable ({snap.tree_detached_seconds:.0f} s): "
+            "reads answered from what this mount knows, changes fail with EIO",
+        )
     return lines

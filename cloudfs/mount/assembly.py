@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
@@ -32,6 +33,7 @@ from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.lib.endpoints import serve_metrics
 from cloudfs.meta.client.cache_reports import CacheReportClient
+from cloudfs.meta.client.detached import DetachedReads
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
@@ -94,7 +96,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         data_uri = _volume_ufs(tree, config)
         store = MeteredObjectStore(open_store(data_uri, config.s3), metrics)
         store.check()
-        meta = _tree_session(tree, config, stack)
+        meta = _tree_session(tree, config, stack, metrics)
     else:
         data_uri = config.ufs_uri
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
@@ -110,7 +112,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
     stack.callback(group.close)  # leaves the group before the tree session ends
     starts: list[Callable[[], None]] = [group.start]
-    if isinstance(meta, GrpcMeta):  # tell the tree service what this node caches
+    if isinstance(meta, DetachedReads):  # tell the tree service what this node caches
         reporter = _cache_reporter(config, meta.session, (memory, disk))
         stack.callback(reporter.close)
         starts.append(reporter.start)
@@ -240,9 +242,17 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
     return serve
 
 
-def _tree_session(tree: TreeUri, config: MountConfig, stack: ExitStack) -> GrpcMeta:
-    """A session with the tree service for ``tree``'s volume, ended by ``stack``."""
-    grpc_meta = GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
+def _tree_session(
+    tree: TreeUri, config: MountConfig, stack: ExitStack, metrics: Metrics
+) -> DetachedReads:
+    """A session with the tree service for ``tree``'s volume, ended by ``stack``; its reads
+    outlive an outage of the service (``detached.py``, the ``tree_detached`` gauge)."""
+    grpc_meta = DetachedReads(
+        GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
+    )
+    metrics.tree_detached.set_function(
+        lambda: time.time() - since if (since := grpc_meta.detached_since) else 0.0
+    )
     stack.callback(grpc_meta.close)
     try:
         grpc_meta.start_session()

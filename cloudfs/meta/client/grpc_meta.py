@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from cloudfs.errors import FsError, RemoteIOError
+from cloudfs.errors import FsError, RemoteIOError, TreeUnreachable
 from cloudfs.meta.client.channel import (
     BUSY_PAUSES,
     HEARTBEAT_SECONDS,
@@ -121,7 +121,10 @@ class GrpcMeta:
                 )
             except grpc.RpcError as exc:
                 if not self._may_retry(exc, started, busy):
-                    raise rpc_error(exc, name, timeout, tls=self._tls) from None
+                    error = rpc_error(exc, name, timeout, tls=self._tls)
+                    if self._down.is_set() and type(error) is RemoteIOError:
+                        raise TreeUnreachable(str(error)) from None
+                    raise error from None
 
     def _await_up(self, name: str) -> None:
         """After the server was found gone, wait up to ``reconnect`` seconds for the
@@ -130,10 +133,17 @@ class GrpcMeta:
         if not self._down.is_set():
             return
         if not await_connected(self._channel, self._reconnect):
-            raise RemoteIOError(
+            raise TreeUnreachable(
                 f"{name}: the tree service is unreachable (not back within {self._reconnect:g} s)"
             )
         self._down.clear()
+
+    def reachable(self, seconds: float) -> bool:
+        """Whether the server connects within ``seconds`` (a detached mount's probe)."""
+        if not await_connected(self._channel, seconds):
+            return False
+        self._down.clear()
+        return True
 
     def _may_retry(self, exc: grpc.RpcError, started: float, busy: Iterator[float]) -> bool:
         """Whether to send a call that failed unrun again, after waiting here.

@@ -1,0 +1,348 @@
+"""DetachedReads: a mount's reads outlive the tree service.
+
+It wraps the tree service's client (``GrpcMeta``) and remembers every answer to a
+read (lookups, negative ones too, attributes, listings, link targets, xattrs,
+object keys, statfs), at most ``max_entries`` of them, the least recently used
+dropped first. When a call finds every tree server unreachable
+(``TreeUnreachable``: not back within the client's reconnect wait), the mount
+runs *detached*:
+
+* reads are answered at once from what it remembers, for as long as the outage
+  lasts: a file it looked up or opened before stays readable (its data comes
+  from the caches and the UFS as usual) and a directory it listed stays
+  listable; something it never asked about fails with EIO at once, never after
+  a wait;
+* opens and releases of remembered files are answered locally (the server's
+  session gives back the opens of a mount it stops hearing from);
+* changes still go to the service: each waits up to the reconnect bound and
+  then fails with EIO (write-back keeps the bytes in its journal).
+
+A probe asks every ``probe_seconds`` whether the service connects again; once a
+heartbeat (which renews or reopens the session) passes, the mount is attached
+again. Detached is logged once when it starts and once when it ends, shown by
+``detached_since`` (``cloudfs stats``) and the ``cloudfs_tree_detached`` gauge.
+
+What is remembered serves only while detached: it is the last answer the
+service gave to each read, so it is as fresh as the outage is short. The
+mount's own changes drop what they touch; other mounts' changes are not
+dropped on their invalidations (a listing of the UFS sends them for every
+directory it fills, which would empty the memory of what was just read), and
+are seen at the next read while attached.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from cloudfs.errors import FsError, NotFound, TreeUnreachable
+from cloudfs.meta.client.grpc_meta import GrpcMeta
+from cloudfs.meta.interface import Invalidation
+from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
+
+log = logging.getLogger(__name__)
+
+MAX_ENTRIES = 500_000  # a few hundred bytes each
+PROBE_SECONDS = 1.0
+T = TypeVar("T")
+Key = tuple[Any, ...]  # (what, its arguments...)
+_MISS = object()
+_BY_INODE = ("readdir", "getxattr")  # keys with more than the inode, indexed by it
+
+
+class DetachedReads:
+    local_reads = False
+
+    def __init__(
+        self,
+        tree: GrpcMeta,
+        *,
+        max_entries: int = MAX_ENTRIES,
+        probe_seconds: float = PROBE_SECONDS,
+        on_detached: Callable[[bool], None] | None = None,
+    ) -> None:
+        """``on_detached(True/False)``: told when the mount detaches and attaches again."""
+        self._tree = tree
+        self._max = max_entries
+        self._probe_seconds = probe_seconds
+        self._on_detached = on_detached
+        self._known: OrderedDict[Key, object] = OrderedDict()
+        self._by_inode: dict[InodeId, set[Key]] = {}  # inode -> its readdir and getxattr keys
+        self._lock = threading.Lock()
+        self._detached_since: float | None = None  # time.time() when it detached
+        self._closed = threading.Event()
+        self._answered = 0  # reads answered while detached (this outage)
+
+    # -- the session, as GrpcMeta's ------------------------------------------------
+
+    @property
+    def session(self) -> str:
+        return self._tree.session
+
+    def start_session(self) -> None:
+        self._tree.start_session()
+
+    def changes(self) -> Iterator[Invalidation]:
+        return self._tree.changes()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._tree.close()
+
+    # -- detached or not -------------------------------------------------------------
+
+    @property
+    def detached_since(self) -> float | None:
+        """When the mount detached (``time.time()``), None while attached."""
+        return self._detached_since
+
+    def _detach(self, why: FsError) -> None:
+        with self._lock:
+            if self._detached_since is not None:
+                return
+            self._detached_since = time.time()
+            self._answered = 0
+            known = len(self._known)
+        log.warning(
+            "tree service unreachable (%s): running detached, reads answered from the %d "
+            "entries this mount knows; changes fail with EIO until it is back",
+            why, known,
+        )  # fmt: skip
+        if self._on_detached is not None:
+            self._on_detached(True)
+        threading.Thread(target=self._probe, name="cloudfs-detached", daemon=True).start()
+
+    def _probe(self) -> None:
+        while not self._closed.wait(self._probe_seconds):
+            if not self._tree.reachable(self._probe_seconds):
+                continue
+            try:
+                self._tree.heartbeat()  # renews the session, or opens it again
+            except FsError as exc:
+                log.debug("the tree service answers but the heartbeat failed: %s", exc)
+                continue
+            with self._lock:
+                since, self._detached_since = self._detached_since, None
+                answered = self._answered
+            log.warning(
+                "tree service back after %.0f s detached (%d reads answered locally meanwhile)",
+                time.time() - (since or time.time()), answered,
+            )  # fmt: skip
+            if self._on_detached is not None:
+                self._on_detached(False)
+            return
+
+    # -- what it remembers -----------------------------------------------------------
+
+    def _remember(self, key: Key, value: object) -> None:
+        with self._lock:
+            self._known[key] = value
+            self._known.move_to_end(key)
+            if key[0] in _BY_INODE:
+                self._by_inode.setdefault(key[1], set()).add(key)
+            while len(self._known) > self._max:
+                old, _ = self._known.popitem(last=False)
+                if old[0] in _BY_INODE:
+                    self._by_inode.get(old[1], set()).discard(old)
+
+    def _recall(self, key: Key) -> object:
+        with self._lock:
+            value = self._known.get(key, _MISS)
+            if value is not _MISS:
+                self._known.move_to_end(key)
+                self._answered += 1
+            return value
+
+    def _forget(
+        self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
+    ) -> None:
+        """Drop what the change of ``inodes`` (attributes, xattrs, listings) and of the
+        names ``entries`` (and so their parents' listings and times) makes stale."""
+        with self._lock:
+            for inode in (*inodes, *(parent for parent, _ in entries)):
+                for kind in ("getattr", "readlink", "listxattr", "object_key"):
+                    self._known.pop((kind, inode), None)
+                for key in self._by_inode.pop(inode, set()):
+                    self._known.pop(key, None)
+            for parent, name in entries:
+                self._known.pop(("lookup", parent, name), None)
+
+    def _read(self, key: Key, call: Callable[[], T]) -> T:
+        if self._detached_since is None:
+            try:
+                value = call()
+            except TreeUnreachable as exc:
+                self._detach(exc)
+            except NotFound as exc:
+                if key[0] == "lookup":
+                    self._remember(key, exc)
+                raise
+            else:
+                self._remember(key, value)
+                return value
+        answer: T = self._answer(key)
+        return answer
+
+    def _answer(self, key: Key) -> Any:
+        value = self._recall(key)
+        if value is _MISS:
+            raise TreeUnreachable(
+                f"{key[0]}: not known to this mount, and the tree service is unreachable"
+            )
+        if isinstance(value, FsError):
+            raise copy.copy(value)
+        return value
+
+    def _change(
+        self,
+        call: Callable[[], T],
+        inodes: tuple[InodeId, ...] = (),
+        entries: tuple[tuple[InodeId, bytes], ...] = (),
+    ) -> T:
+        """A change goes to the service (waiting up to its reconnect bound); what it
+        touches is forgotten whether or not it was made."""
+        try:
+            return call()
+        except TreeUnreachable as exc:
+            self._detach(exc)
+            raise
+        finally:
+            self._forget(inodes, entries)
+
+    # -- reads -----------------------------------------------------------------------
+
+    def lookup(self, parent: InodeId, name: bytes) -> Attr:
+        attr = self._read(("lookup", parent, name), lambda: self._tree.lookup(parent, name))
+        self._remember(("getattr", attr.inode), attr)
+        return attr
+
+    def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
+        if self._detached_since is not None:
+            try:
+                return self.lookup(parent, name)
+            except NotFound:
+                return None
+        try:
+            attr = self._tree.lookup_if_listed(parent, name)
+        except TreeUnreachable as exc:
+            self._detach(exc)
+            return self.lookup_if_listed(parent, name)
+        if attr is not None:
+            self._remember(("lookup", parent, name), attr)
+        return attr
+
+    def getattr(self, inode: InodeId) -> Attr:
+        return self._read(("getattr", inode), lambda: self._tree.getattr(inode))
+
+    def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
+        entries = self._read(
+            ("readdir", inode, after, limit), lambda: self._tree.readdir(inode, after, limit)
+        )
+        for entry in entries:
+            self._remember(("lookup", inode, entry.name), entry.attr)
+        return entries
+
+    def readlink(self, inode: InodeId) -> bytes:
+        return self._read(("readlink", inode), lambda: self._tree.readlink(inode))
+
+    def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        return self._read(("getxattr", inode, name), lambda: self._tree.getxattr(inode, name))
+
+    def listxattr(self, inode: InodeId) -> list[bytes]:
+        return self._read(("listxattr", inode), lambda: self._tree.listxattr(inode))
+
+    def statfs(self) -> FsStats:
+        return self._read(("statfs",), self._tree.statfs)
+
+    def object_key(self, inode: InodeId) -> str:
+        return self._read(("object_key", inode), lambda: self._tree.object_key(inode))
+
+    def open(self, inode: InodeId) -> Attr:
+        if self._detached_since is None:
+            try:
+                attr = self._tree.open(inode)
+            except TreeUnreachable as exc:
+                self._detach(exc)
+            else:
+                self._remember(("getattr", inode), attr)
+                return attr
+        known: Attr = self._answer(("getattr", inode))
+        return known
+
+    def release(self, inode: InodeId) -> None:
+        if self._detached_since is not None:
+            return  # its open was counted by a session the server gives back
+        try:
+            self._tree.release(inode)
+        except TreeUnreachable as exc:
+            self._detach(exc)
+
+    def refresh(self, inode: InodeId) -> Invalidation:
+        return self._change(lambda: self._tree.refresh(inode), (inode,))
+
+    # -- changes ---------------------------------------------------------------------
+
+    def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
+        return self._change(lambda: self._tree.setattr(inode, changes), (inode,))
+
+    def create(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
+    ) -> Attr:
+        return self._change(
+            lambda: self._tree.create(parent, name, mode, uid, gid, rdev), (), ((parent, name),)
+        )
+
+    def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+        return self._change(
+            lambda: self._tree.mkdir(parent, name, mode, uid, gid), (), ((parent, name),)
+        )
+
+    def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+        return self._change(
+            lambda: self._tree.symlink(parent, name, target, uid, gid), (), ((parent, name),)
+        )
+
+    def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
+        return self._change(
+            lambda: self._tree.link(inode, new_parent, new_name),
+            (inode,),
+            ((new_parent, new_name),),
+        )
+
+    def unlink(self, parent: InodeId, name: bytes) -> Attr:
+        attr = self._change(lambda: self._tree.unlink(parent, name), (), ((parent, name),))
+        self._forget((attr.inode,), ())
+        return attr
+
+    def rmdir(self, parent: InodeId, name: bytes) -> None:
+        self._change(lambda: self._tree.rmdir(parent, name), (), ((parent, name),))
+
+    def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
+    ) -> None:
+        self._change(
+            lambda: self._tree.rename(parent, name, new_parent, new_name, flags),
+            (),
+            ((parent, name), (new_parent, new_name)),
+        )
+
+    def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
+        self._change(lambda: self._tree.setxattr(inode, name, value, flags), (inode,))
+
+    def removexattr(self, inode: InodeId, name: bytes) -> None:
+        self._change(lambda: self._tree.removexattr(inode, name), (inode,))
+
+    def commit_upload(
+        self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
+    ) -> Attr:
+        return self._change(
+            lambda: self._tree.commit_upload(inode, size, mtime_ns, etag, key), (inode,)
+        )
+
+    def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
+        return self._change(lambda: self._tree.commit_pending(inode, size, mtime_ns), (inode,))
