@@ -207,6 +207,8 @@ ROWS: tuple[Row, ...] = (
         "metadata",
         "cloudfs.meta.client",
         "the tree service's clients: `grpc_meta.py` (`GrpcMeta`, the Meta protocol over gRPC), "
+        "`detached.py` (`DetachedReads`: reads answered from what the mount knows while the "
+        "service is unreachable), "
         "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
         "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
         "`tree_uri.py` (`grpc://HOST:PORT/VOLUME`)",
