@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,15 @@ SERVICE_CONFIG = json.dumps(
 
 
 def open_channel(address: str, tls: ClientTLS | None = None) -> grpc.Channel:
-    """A channel to a tree server: TLS with ``tls``, else plaintext."""
+    """A channel to a tree server: TLS with ``tls``, else plaintext.
+
+    ``address``: HOST:PORT, or several servers of one tree, ``h1:7070,h2:7070``:
+    their addresses are resolved now into one target (``failover_target``) whose
+    channel uses the first that answers and moves to the next when it goes (gRPC's
+    ``pick_first``); with TLS each server's certificate must name the first host."""
+    target, name = (failover_target(address), address.split(",")[0]) if "," in address else (
+        address, ""
+    )
     options = [
         ("grpc.service_config", SERVICE_CONFIG),
         ("grpc.enable_retries", 1),
@@ -69,9 +78,39 @@ def open_channel(address: str, tls: ClientTLS | None = None) -> grpc.Channel:
         ("grpc.min_reconnect_backoff_ms", 250),
         ("grpc.max_reconnect_backoff_ms", 2000),
     ]
+    if name:
+        options.append(("grpc.lb_policy_name", "pick_first"))
+        host = name.rsplit(":", 1)[0].strip("[]")
+        options.append(("grpc.default_authority", name))
+        if tls is not None:
+            options.append(("grpc.ssl_target_name_override", host))
     if tls is not None:
-        return grpc.secure_channel(address, tls.grpc_credentials(), options=options)
-    return grpc.insecure_channel(address, options=options)
+        return grpc.secure_channel(target, tls.grpc_credentials(), options=options)
+    return grpc.insecure_channel(target, options=options)
+
+
+def failover_target(address: str) -> str:
+    """``h1:7070,h2:7070`` as one gRPC target of the addresses they resolve to, in their
+    order: ``ipv4:10.0.0.1:7070,10.0.0.2:7070``, or ``ipv6:`` where some host has no IPv4
+    address. ``RemoteIOError`` if a host does not resolve, or not to one common family."""
+    per_host: list[dict[int, list[str]]] = []
+    for item in address.split(","):
+        host, _, port = item.rpartition(":")
+        try:
+            infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except (OSError, ValueError) as exc:
+            raise RemoteIOError(f"tree server {item}: cannot resolve it ({exc})") from None
+        found: dict[int, list[str]] = {}
+        for family, _, _, _, sockaddr in infos:
+            ip = str(sockaddr[0])
+            entry = f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
+            if entry not in found.setdefault(family, []):
+                found[family].append(entry)
+        per_host.append(found)
+    for family, scheme in ((socket.AF_INET, "ipv4"), (socket.AF_INET6, "ipv6")):
+        if all(family in found for found in per_host):
+            return f"{scheme}:" + ",".join(e for found in per_host for e in found[family])
+    raise RemoteIOError(f"tree servers {address}: no address family common to all of them")
 
 
 _TLS_WORDS = ("ssl", "tls", "handshake", "certificate")
