@@ -2,10 +2,10 @@
 
 It wraps the tree service's client (``GrpcMeta``) and remembers every answer to a
 read (lookups, negative ones too, attributes, listings, link targets, xattrs,
-object keys, statfs), at most ``max_entries`` of them, the least recently used
-dropped first. When a call finds every tree server unreachable
-(``TreeUnreachable``: not back within the client's reconnect wait), the mount
-runs *detached*:
+object keys, statfs), at most ``max_entries`` of them (a listing page counts
+one per name), the least recently used dropped first. When a call finds every
+tree server unreachable (``TreeUnreachable``: not back within the client's
+reconnect wait), the mount runs *detached*:
 
 * reads are answered at once from what it remembers, for as long as the outage
   lasts: a file it looked up or opened before stays readable (its data comes
@@ -55,6 +55,10 @@ _MISS = object()
 _BY_INODE = ("readdir", "getxattr")  # keys with more than the inode, indexed by it
 
 
+def _weight(value: object) -> int:
+    return max(1, len(value)) if isinstance(value, list) else 1
+
+
 class DetachedReads:
     local_reads = False
 
@@ -72,6 +76,7 @@ class DetachedReads:
         self._probe_seconds = probe_seconds
         self._on_detached = on_detached
         self._known: OrderedDict[Key, object] = OrderedDict()
+        self._size = 0  # entries held: a listing page counts one per name
         self._by_inode: dict[InodeId, set[Key]] = {}  # inode -> its readdir and getxattr keys
         self._lock = threading.Lock()
         self._detached_since: float | None = None  # time.time() when it detached
@@ -107,7 +112,7 @@ class DetachedReads:
                 return
             self._detached_since = time.time()
             self._answered = 0
-            known = len(self._known)
+            known = self._size
         log.warning(
             "tree service unreachable (%s): running detached, reads answered from the %d "
             "entries this mount knows; changes fail with EIO until it is back",
@@ -141,14 +146,21 @@ class DetachedReads:
 
     def _remember(self, key: Key, value: object) -> None:
         with self._lock:
+            self._drop(key)
             self._known[key] = value
-            self._known.move_to_end(key)
+            self._size += _weight(value)
             if key[0] in _BY_INODE:
                 self._by_inode.setdefault(key[1], set()).add(key)
-            while len(self._known) > self._max:
-                old, _ = self._known.popitem(last=False)
-                if old[0] in _BY_INODE:
-                    self._by_inode.get(old[1], set()).discard(old)
+            while self._size > self._max and self._known:
+                self._drop(next(iter(self._known)))
+
+    def _drop(self, key: Key) -> None:
+        """Forget ``key`` (the lock held)."""
+        value = self._known.pop(key, _MISS)
+        if value is not _MISS:
+            self._size -= _weight(value)
+            if key[0] in _BY_INODE:
+                self._by_inode.get(key[1], set()).discard(key)
 
     def _recall(self, key: Key) -> object:
         with self._lock:
@@ -166,11 +178,11 @@ class DetachedReads:
         with self._lock:
             for inode in (*inodes, *(parent for parent, _ in entries)):
                 for kind in ("getattr", "readlink", "listxattr", "object_key"):
-                    self._known.pop((kind, inode), None)
+                    self._drop((kind, inode))
                 for key in self._by_inode.pop(inode, set()):
-                    self._known.pop(key, None)
+                    self._drop(key)
             for parent, name in entries:
-                self._known.pop(("lookup", parent, name), None)
+                self._drop(("lookup", parent, name))
 
     def _read(self, key: Key, call: Callable[[], T]) -> T:
         if self._detached_since is None:
