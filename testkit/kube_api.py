@@ -1,9 +1,10 @@
 """A fake Kubernetes API server on 127.0.0.1 for tests of the extender, the admission check
 and the sidecar webhook: GET answers from a dict of paths (404 ``Status`` otherwise), POST
-records the body and echoes it back (201)."""
+records the body and echoes it back (201). ``MemoryKubeApi``: the same without HTTP."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from cloudfs.k8s.kube_api import KubeApiError
 
 
 @dataclass
@@ -58,3 +61,23 @@ def running_fake_kube_api(objects: dict[str, Any]) -> Iterator[FakeKubeApi]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class MemoryKubeApi:
+    """The same in-process, for code that takes a ``KubeApi``-like object (the sidecar
+    webhook): ``get`` answers a copy from ``objects`` (404 as ``KubeApiError`` with
+    ``not_found``), ``create`` keeps what it is given in ``created``."""
+
+    def __init__(self, objects: dict[str, Any]) -> None:
+        self.objects = objects
+        self.created: list[tuple[str, dict[str, Any]]] = []
+
+    def get(self, path: str) -> dict[str, Any]:
+        if path not in self.objects:
+            raise KubeApiError(f"GET {path}: HTTP 404", not_found=True)
+        found: dict[str, Any] = copy.deepcopy(self.objects[path])
+        return found
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append((path, body))
+        return body

@@ -12,9 +12,9 @@ import base64
 import copy
 from typing import Any
 
-from cloudfs.k8s.kube_api import KubeApiError
 from cloudfs.sidecar.review import NativeSidecars, Webhook
 from cloudfs.sidecar.settings import WebhookConfig
+from testkit.kube_api import MemoryKubeApi
 from tests.csi.manifests import DOCS
 
 KINDS = ("PersistentVolume", "PersistentVolumeClaim", "Secret", "StorageClass")
@@ -41,25 +41,12 @@ def _path(doc: dict[str, Any]) -> str:
     return f"/api/v1/{plural}/{meta['name']}"
 
 
-class ManifestApi:
+def manifest_api(docs: list[dict[str, Any]]) -> MemoryKubeApi:
     """An API server holding ``docs`` (PVs, PVCs, Secrets, StorageClasses)."""
-
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
-        self._objects = {"/version": VERSION} | {_path(d): _stored(d) for d in docs}
-        self.created: list[tuple[str, dict[str, Any]]] = []
-
-    def get(self, path: str) -> dict[str, Any]:
-        try:
-            return copy.deepcopy(self._objects[path])
-        except KeyError:
-            raise KubeApiError(f"GET {path}: HTTP 404", not_found=True) from None
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append((path, body))
-        return body
+    return MemoryKubeApi({"/version": VERSION} | {_path(d): _stored(d) for d in docs})
 
 
-def deploy_webhook(config: WebhookConfig) -> tuple[Webhook, ManifestApi]:
+def deploy_webhook(config: WebhookConfig) -> tuple[Webhook, MemoryKubeApi]:
     """The real webhook over an API server holding deploy/'s volumes and Secrets."""
-    api = ManifestApi([d for _, d in DOCS if d["kind"] in KINDS])
+    api = manifest_api([d for _, d in DOCS if d["kind"] in KINDS])
     return Webhook(config, api, NativeSidecars("auto", api)), api

@@ -28,7 +28,6 @@ mounted on its directories is lazily unmounted, the shared bind mount last.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import shutil
@@ -47,9 +46,9 @@ import jsonpatch  # type: ignore[import-untyped]
 
 from cloudfs import mountinfo
 from cloudfs.k8s import csi_names
-from cloudfs.k8s.kube_api import KubeApiError
 from cloudfs.sidecar.review import NativeSidecars, Webhook
 from cloudfs.sidecar.settings import INJECT, WebhookConfig
+from testkit.kube_api import MemoryKubeApi
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
@@ -60,24 +59,6 @@ CLAIM = "train-data"
 PV = "pv-train-data"
 SECRET = "s3-credentials"
 STARTUP_DEADLINE = 60.0  # seconds for the startup probe to pass (a loaded machine)
-
-
-class MemoryApi:
-    """The API server the webhook reads: objects by path; ``create`` keeps what it is given."""
-
-    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
-        self.objects = objects
-        self.created: list[tuple[str, dict[str, Any]]] = []
-
-    def get(self, path: str) -> dict[str, Any]:
-        try:
-            return copy.deepcopy(self.objects[path])
-        except KeyError:
-            raise KubeApiError(f"GET {path}: 404 Not Found", not_found=True) from None
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append((path, copy.deepcopy(body)))
-        return body
 
 
 @dataclass
@@ -103,7 +84,7 @@ def inject(
 ) -> Injected:
     """The pod ``trainer`` (one app container mounting the PVC at /data) through the webhook."""
     encoded = {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}
-    api = MemoryApi({
+    api = MemoryKubeApi({
         f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{CLAIM}": {
             "metadata": {"name": CLAIM, "namespace": NAMESPACE},
             "spec": {"accessModes": list(access_modes), "volumeName": PV,

@@ -12,30 +12,15 @@ import pytest
 from cloudfs.k8s.kube_api import KubeApiError
 from cloudfs.sidecar.review import BadReview, NativeSidecars, Webhook
 from cloudfs.sidecar.settings import INJECTED, STATUS, WebhookConfig
+from testkit.kube_api import MemoryKubeApi
 from tests.sidecar.cluster import NS, objects, patch_of, training_review, with_pod
 from tests.sidecar.pod_checks import parse_command, sidecars, validate_pod
 
 IMAGE = "ghcr.io/cloudfs/cloudfs-csi:0.1.0"
 
 
-class MemoryApi:
-    def __init__(self, found: dict[str, Any]) -> None:
-        self.objects = found
-        self.created: list[tuple[str, dict[str, Any]]] = []
-
-    def get(self, path: str) -> dict[str, Any]:
-        if path not in self.objects:
-            raise KubeApiError(f"GET {path}: HTTP 404", not_found=True)
-        found: dict[str, Any] = self.objects[path]
-        return found
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.created.append((path, body))
-        return body
-
-
-def webhook(api: MemoryApi | None = None, **config: Any) -> tuple[Webhook, MemoryApi]:
-    api = api or MemoryApi(objects())
+def webhook(api: MemoryKubeApi | None = None, **config: Any) -> tuple[Webhook, MemoryKubeApi]:
+    api = api or MemoryKubeApi(objects())
     settings = WebhookConfig(image=IMAGE, **config)
     return Webhook(settings, api, NativeSidecars(settings.native_sidecars, api)), api
 
@@ -218,7 +203,7 @@ def test_refusals_say_why() -> None:
 def test_a_missing_secret_is_refused() -> None:
     cluster = objects()
     del cluster[f"/api/v1/namespaces/{NS}/secrets/cloudfs-volume"]
-    message = refusal(training_review(), webhook(MemoryApi(cluster))[0])
+    message = refusal(training_review(), webhook(MemoryKubeApi(cluster))[0])
     assert "Secret team-a/cloudfs-volume does not exist" in message
     review = with_pod(training_review(), annotations={"cloudfs.io/secret": "nope"})
     assert "Secret team-a/nope does not exist" in refusal(review)
@@ -228,7 +213,7 @@ def test_a_secret_of_another_namespace_needs_one_in_the_pods() -> None:
     cluster = objects()
     pv = cluster["/api/v1/persistentvolumes/pvc-77"]
     pv["spec"]["csi"]["nodeStageSecretRef"] = {"name": "cloudfs-volume", "namespace": "cloudfs"}
-    hook = webhook(MemoryApi(cluster))[0]
+    hook = webhook(MemoryKubeApi(cluster))[0]
     message = refusal(training_review(), hook)
     assert "Secret cloudfs/cloudfs-volume is in another namespace" in message
     assert "cloudfs.io/secret" in message
@@ -249,10 +234,10 @@ def test_bad_annotations_and_options_are_refused_by_name() -> None:
         assert expected in refusal(with_pod(training_review(), annotations=notes)), notes
     cluster = objects()
     cluster["/api/v1/persistentvolumes/pvc-77"]["spec"]["mountOptions"] = ["cache_dir=/x"]
-    message = refusal(training_review(), webhook(MemoryApi(cluster))[0])
+    message = refusal(training_review(), webhook(MemoryKubeApi(cluster))[0])
     assert "mount option 'cache_dir' is set by CloudFS itself" in message
     cluster["/api/v1/persistentvolumes/pvc-77"]["spec"]["mountOptions"] = ["staging_size=big"]
-    message = refusal(training_review(), webhook(MemoryApi(cluster))[0])
+    message = refusal(training_review(), webhook(MemoryKubeApi(cluster))[0])
     assert "mount option staging_size: invalid size" in message
 
 
@@ -285,7 +270,7 @@ def test_inline_csi_volumes_are_served_too() -> None:
 
 
 def test_a_cluster_without_native_sidecars_is_refused_or_admitted_with_an_event() -> None:
-    old = MemoryApi(objects(minor="28"))
+    old = MemoryKubeApi(objects(minor="28"))
     message = refusal(training_review(), webhook(old)[0])
     assert "Kubernetes 1.28" in message and "native sidecars" in message
     hook, api = webhook(old, on_error="admit")
@@ -308,7 +293,7 @@ def test_a_cluster_without_native_sidecars_is_refused_or_admitted_with_an_event(
 
 
 def test_an_api_server_that_fails_is_an_internal_refusal() -> None:
-    class Down(MemoryApi):
+    class Down(MemoryKubeApi):
         def get(self, path: str) -> dict[str, Any]:
             raise KubeApiError(f"GET {path}: timed out")
 
@@ -328,7 +313,7 @@ def test_malformed_reviews_are_bad_requests() -> None:
 
 
 def test_a_secret_the_webhook_may_not_read_says_so() -> None:
-    class Narrow(MemoryApi):
+    class Narrow(MemoryKubeApi):
         def get(self, path: str) -> dict[str, Any]:
             if "/secrets/" in path:
                 raise KubeApiError(f"GET {path}: HTTP 403", forbidden=True)
