@@ -248,7 +248,7 @@ class EmbeddedMeta:
     def object_key(self, inode: InodeId) -> str:
         return ops_read.object_key(self._ctx, inode)
 
-    def open(self, inode: InodeId, session: str = "") -> Attr:
+    def open(self, inode: InodeId, session: str = "", *, write: bool = False) -> Attr:
         """``session``: the mount holding it, when the tree service serves this tree."""
         return ops_attr.open_inode(self._ctx, inode, session)
 

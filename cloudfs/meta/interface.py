@@ -161,8 +161,11 @@ class Meta(Protocol):
         """
         ...
 
-    def open(self, inode: InodeId) -> Attr:
-        """Count one more open handle on ``inode`` (it survives unlink until released)."""
+    def open(self, inode: InodeId, *, write: bool = False) -> Attr:
+        """Count one more open handle on ``inode`` (it survives unlink until released).
+
+        ``write``: the handle may write (a tree that cannot take changes now refuses it
+        here rather than at close, whose error writers often ignore)."""
         ...
 
     def release(self, inode: InodeId) -> None:

@@ -20,6 +20,7 @@ then: an open and a close cost no tree write.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -123,7 +124,7 @@ class FileIO:
         writable = (flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
         if self._read_only and (writable or flags & os.O_TRUNC):
             raise ReadOnly()
-        attr = await self._hold(inode)
+        attr = await self._hold(inode, write=writable or bool(flags & os.O_TRUNC))
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
         if attr.is_dir:  # the kernel opens directories with opendir; be safe anyway
@@ -169,10 +170,11 @@ class FileIO:
         finally:
             await self._drop_handle(oi)
 
-    async def _hold(self, inode: InodeId) -> Attr:
-        """The attributes of ``inode``, which a handle is about to hold."""
+    async def _hold(self, inode: InodeId, *, write: bool = False) -> Attr:
+        """The attributes of ``inode``, which a handle (a writer: ``write``) is about to
+        hold."""
         if self._shared_tree:
-            return await self._r(self._meta.open, inode)
+            return await self._r(functools.partial(self._meta.open, write=write), inode)
         return await self._r(self._meta.getattr, inode)
 
     async def _drop_handle(self, oi: OpenInode) -> None:

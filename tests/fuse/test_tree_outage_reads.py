@@ -75,6 +75,10 @@ def test_known_files_and_listings_are_served_while_the_tree_service_is_down(
             assert failed.value.errno == errno.EIO
             assert time.monotonic() - started < RECONNECT + 10
 
+            with pytest.raises(OSError) as refused:  # a writer: refused at open
+                open(train / "s01.bin", "r+b")  # noqa: SIM115
+            assert refused.value.errno == errno.EIO
+
             server.restart()
             deadline = time.monotonic() + 20
             while detached_seconds(m.root) > 0:

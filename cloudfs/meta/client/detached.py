@@ -12,8 +12,10 @@ reconnect wait), the mount runs *detached*:
   from the caches and the UFS as usual) and a directory it listed stays
   listable; something it never asked about fails with EIO at once, never after
   a wait;
-* opens and releases of remembered files are answered locally (the server's
-  session gives back the opens of a mount it stops hearing from);
+* opens for reading and releases of remembered files are answered locally (the
+  server's session gives back the opens of a mount it stops hearing from); an
+  open for writing fails with EIO at once, not at a close whose error a writer
+  may ignore;
 * changes still go to the service: each waits up to the reconnect bound and
   then fails with EIO (write-back keeps the bytes in its journal).
 
@@ -274,15 +276,19 @@ class DetachedReads:
     def object_key(self, inode: InodeId) -> str:
         return self._read(("object_key", inode), lambda: self._tree.object_key(inode))
 
-    def open(self, inode: InodeId) -> Attr:
+    def open(self, inode: InodeId, *, write: bool = False) -> Attr:
+        """While detached: answered locally for reading; a writer is refused now (EIO),
+        not at its close, whose error writers often ignore."""
         if self._detached_since is None:
             try:
-                attr = self._tree.open(inode)
+                attr = self._tree.open(inode, write=write)
             except TreeUnreachable as exc:
                 self._detach(exc)
             else:
                 self._remember(("getattr", inode), attr)
                 return attr
+        if write:
+            raise TreeUnreachable("open for writing: the tree service is unreachable")
         known: Attr = self._answer(("getattr", inode))
         return known
 

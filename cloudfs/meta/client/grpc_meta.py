@@ -272,7 +272,7 @@ class GrpcMeta:
         value: bytes = self._call("ObjectKey", self._inode(inode)).value
         return value.decode("utf-8", "surrogateescape")
 
-    def open(self, inode: InodeId) -> Attr:
+    def open(self, inode: InodeId, *, write: bool = False) -> Attr:
         return self._attr("Open", self._inode(inode))
 
     def release(self, inode: InodeId) -> None:

@@ -50,7 +50,7 @@ class Switchable:
         self._ask()
         return [DirEntry(name, a) for name, a in sorted(self.names.items())][:limit]
 
-    def open(self, inode: InodeId) -> Attr:
+    def open(self, inode: InodeId, *, write: bool = False) -> Attr:
         return self.getattr(inode)
 
     def release(self, inode: InodeId) -> None:
@@ -90,6 +90,8 @@ def test_what_was_read_is_answered_at_once_while_the_service_is_down() -> None:
     assert meta.readdir(ROOT, None, 100) == listing
     assert meta.open(InodeId(2)).inode == 2
     meta.release(InodeId(2))
+    with pytest.raises(TreeUnreachable):  # a writer is refused at open, not at close
+        meta.open(InodeId(2), write=True)
     with pytest.raises(NotFound):  # a name known to be absent stays absent
         meta.lookup(ROOT, b"missing")
     assert tree.calls == calls  # none of them went to the server
