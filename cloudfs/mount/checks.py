@@ -75,7 +75,7 @@ def detach_dead(mountpoint: str) -> bool:
         os.statvfs(real)  # statfs always reaches the daemon; a stat may be answered from cache
         return False
     except OSError as e:
-        if e.errno != errno.ENOTCONN:
+        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):  # the latter once aborted
             return False
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.umount2(os.fsencode(real), MNT_DETACH) != 0:

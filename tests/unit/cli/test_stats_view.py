@@ -280,9 +280,10 @@ def test_the_json_snapshot_shape() -> None:
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
     assert set(doc) == {
         "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "finished_jobs",
-        "group", "gateway",
+        "group", "gateway", "tree_detached_seconds",
     }  # fmt: skip
     assert doc["mount"] == FACTS
+    assert doc["tree_detached_seconds"] == 0.0
     assert doc["tiers"]["memory"] == {
         "hits": 7,
         "misses": 3,
@@ -364,6 +365,19 @@ def test_render_shows_the_mount_rates_tiers_and_latencies() -> None:
     assert read[2:4] == ["20.3", "ms"]  # the interval's mean
     assert read[-1] == "20"
     assert "MiB/s" in text
+
+
+def test_a_detached_mount_says_so_under_its_first_line() -> None:
+    m = Metrics()
+    _workload(m)
+    m.tree_detached.set(95)
+    snap = _snapshot(m, 10.0)
+    lines = render(snap, Interval.between(snap, snap))
+    assert lines[1] == (
+        "DETACHED  the tree service is unreachable (95 s): reads answered from what this "
+        "mount knows, changes fail with EIO"
+    )
+    assert snapshot_json(snap)["tree_detached_seconds"] == 95
 
 
 def test_render_keeps_the_top_ops_and_copes_with_an_idle_mount() -> None:
