@@ -54,7 +54,7 @@ from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs import s3_resumable
 from cloudfs.ufs.interface import check_dir_move, child_key
 from cloudfs.ufs.s3_direct import Body, DirectGet
-from cloudfs.ufs.s3_errors import error_code, http_status, translate, translating
+from cloudfs.ufs.s3_errors import error_code, http_status, patiently, translate, translating
 from cloudfs.ufs.s3_stream import S3ReadStream
 
 if TYPE_CHECKING:
@@ -72,6 +72,15 @@ def _mtime_ns(value: datetime) -> int:
 
 def _etag(raw: str) -> str:
     return raw.strip('"')
+
+
+def _head_info(key: str, resp: Any) -> ObjectInfo:
+    return ObjectInfo(
+        key=key,
+        size=int(resp["ContentLength"]),
+        mtime_ns=_mtime_ns(resp["LastModified"]),
+        etag=_etag(resp.get("ETag", "")),
+    )
 
 
 def _is_range_error(err: ClientError) -> bool:
@@ -210,12 +219,7 @@ class S3ObjectStore:
     def head(self, key: str) -> ObjectInfo:
         with translating(key):
             resp = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
-        return ObjectInfo(
-            key=key,
-            size=int(resp["ContentLength"]),
-            mtime_ns=_mtime_ns(resp["LastModified"]),
-            etag=_etag(resp.get("ETag", "")),
-        )
+        return _head_info(key, resp)
 
     def get_range(self, key: str, offset: int, length: int, etag: str | None = None) -> bytes:
         if offset < 0 or length < 0:
@@ -341,17 +345,20 @@ class S3ObjectStore:
             return self.head(src)
         source = {"Bucket": self._bucket, "Key": self._full(src)}
         extra = {"CopySourceIfMatch": f'"{etag}"'} if etag else None
-        with translating(src):
-            self._client.copy(
+        with translating(src):  # each step again while S3 throttles (``patiently``)
+            patiently(lambda: self._client.copy(
                 source,  # type: ignore[arg-type]
                 self._bucket,
                 self._full(dst),
                 ExtraArgs=extra,
                 Config=self._transfer,
-            )
+            ))  # fmt: skip
+        bucket, old, new = self._bucket, self._full(src), self._full(dst)
         with translating(src):
-            self._client.delete_object(Bucket=self._bucket, Key=self._full(src))
-        return self.head(dst)
+            patiently(lambda: self._client.delete_object(Bucket=bucket, Key=old))
+        with translating(dst):
+            resp = patiently(lambda: self._client.head_object(Bucket=bucket, Key=new))
+        return _head_info(dst, resp)
 
     def rename_dir(self, src: str, dst: str) -> None:
         """Copy every object under ``src/`` to ``dst/``, then delete the originals.

@@ -8,8 +8,10 @@ the request id and the raw S3 error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from boto3.exceptions import Boto3Error
 from botocore.exceptions import (
@@ -49,6 +51,8 @@ _DENIED_CODES = frozenset(
     }
 )
 _INVALID_CODES = frozenset({"InvalidRange", "416", "InvalidObjectName"})
+
+T = TypeVar("T")
 
 
 def _botocore_error(err: BaseException) -> BaseException:
@@ -145,3 +149,27 @@ def translating(key: str) -> Iterator[None]:
         yield
     except (ClientError, BotoCoreError, Boto3Error) as err:
         raise translate(err, key) from err
+
+
+# SlowDown is S3 asking the client to back off: a burst of them can outlast botocore's
+# own attempts (``S3Config.max_attempts``). An idempotent step of a rename is tried
+# again after these pauses (about 7 s more in all); a store that is down instead (no
+# connection, 500s) is not waited for here.
+THROTTLE_PAUSES = (0.5, 1.0, 2.0, 3.5)
+_THROTTLE_CODES = frozenset({"SlowDown", "ServiceUnavailable", "503", "Throttling"})
+
+
+def throttled(err: ClientError) -> bool:
+    return error_code(err) in _THROTTLE_CODES or http_status(err) == 503
+
+
+def patiently(call: Callable[[], T]) -> T:
+    """``call()`` (idempotent), tried again after ``THROTTLE_PAUSES`` while S3 throttles."""
+    for pause in (*THROTTLE_PAUSES, None):
+        try:
+            return call()
+        except ClientError as err:
+            if pause is None or not throttled(err):
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
