@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import re
 
+from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
+from cloudfs.ufs.factory import validate_uri
+
 DRIVER_NAME = "csi.cloudfs.io"
 
 CONTEXT_URI = "uri"
@@ -38,3 +41,12 @@ def env_keys(keys: object) -> list[str]:
     if not isinstance(keys, (list, tuple, set, frozenset, dict)):
         return []
     return sorted(k for k in keys if isinstance(k, str) and ENV_KEY.match(k) and k not in FILE_KEYS)
+
+
+def check_volume_uri(uri: str) -> None:
+    """A volume's ``uri``: a tree-service volume (``grpc://...``) or a UFS URI the mount
+    can open; ``UsageError``/``FsError`` says what is wrong."""
+    if is_tree_uri(uri):
+        parse_tree_uri(uri)
+    else:
+        validate_uri(uri)

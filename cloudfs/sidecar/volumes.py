@@ -25,11 +25,9 @@ from urllib.parse import quote
 from cloudfs.errors import FsError, UsageError
 from cloudfs.k8s import csi_names
 from cloudfs.k8s.kube_api import KubeApiError
-from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.mount.option_names import o_items
 from cloudfs.sidecar.errors import Refused
 from cloudfs.sidecar.settings import SECRET, PodSettings
-from cloudfs.ufs.factory import validate_uri
 
 # Options the sidecar sets itself (paths in its container, the foreground, allow_other).
 OWNED_OPTIONS = frozenset(
@@ -181,10 +179,7 @@ def _volume(
     if not uri:
         raise Refused(f"volume {name} ({source}): its volume attributes name no uri")
     try:
-        if is_tree_uri(uri):
-            parse_tree_uri(uri)
-        else:
-            validate_uri(uri)
+        csi_names.check_volume_uri(uri)
         items = tuple(o_items(options, OWNED_OPTIONS))
     except (UsageError, FsError) as exc:
         raise Refused(f"volume {name} ({source}): {exc}") from None

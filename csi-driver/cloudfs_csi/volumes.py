@@ -12,10 +12,15 @@ import logging
 import os
 
 from cloudfs.errors import FsError, UsageError
-from cloudfs.k8s.csi_names import CACHE_TOKEN_KEYS, CONTEXT_URI, ENV_KEY, TOKEN_KEYS
+from cloudfs.k8s.csi_names import (
+    CACHE_TOKEN_KEYS,
+    CONTEXT_URI,
+    ENV_KEY,
+    TOKEN_KEYS,
+    check_volume_uri,
+)
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
-from cloudfs.ufs.factory import validate_uri
 from cloudfs_csi.errors import InvalidArgument, NotFound, from_cloudfs
 from cloudfs_csi.tls import ALL_SECRET_KEYS as TLS_KEYS
 from cloudfs_csi.tls import TlsFiles, client_tls
@@ -35,10 +40,7 @@ def volume_uri(volume_id: str, context: dict[str, str]) -> str:
     if not uri:
         raise NotFound(f"unknown volume {volume_id!r}: its volume context names no uri")
     try:
-        if is_tree_uri(uri):
-            parse_tree_uri(uri)
-        else:
-            validate_uri(uri)
+        check_volume_uri(uri)
     except (UsageError, FsError) as exc:
         raise InvalidArgument(f"volume {volume_id!r}: {exc}") from None
     return uri
