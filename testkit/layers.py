@@ -225,7 +225,9 @@ ROWS: tuple[Row, ...] = (
         "engines (`kv_*.py`, `etcd_*.py`), `codec.py` (records), tree operations one file per "
         "concern (`ops_*.py`, `tree.py`), `ufs_sync.py` (a listing merged into a directory), "
         "`loader.py` + `relister.py` (stale directories listed again, in the background for "
-        "readers), `ns_lock.py` + `locks.py` (the cross-server namespace lock)",
+        "readers), `ns_lock.py` + `locks.py` (the cross-server namespace lock), `reserve.py` "
+        "(names a UFS change keeps lock-free creates out of), `inode_numbers.py` (batches "
+        "of inode numbers per process)",
     ),
     Row(
         "metadata",

@@ -26,8 +26,9 @@ cannot show things:
 * nlink (again, from the keys); ``L``, ``X``, ``S``, ``O``, ``P`` keys belong
   to existing records (``S`` to symlinks, which all have one);
 * a shared tree's per-inode open counts are the sums of its sessions' ones;
-* the inode counter counts the records, and the next inode number is above
-  all of them;
+* the inode counter (with its shards) counts the records, and the next inode
+  number is above all of them;
+* no reservation (``R``) is left behind;
 * the API's view and the keys' view are the same set of (parent, name, inode).
 """
 
@@ -211,11 +212,14 @@ def _check_keys(kv: KVEngine, report: TreeReport) -> None:
     opens: dict[int, int] = {}
     held: Counter[int] = Counter()  # opens per inode, summed over sessions
     counters: dict[bytes, int] = {}
+    shards = 0  # the inode counter's shards, summed
     with kv.transaction(write=False) as txn:
         everything = list(txn.scan(b""))
     for key, value in everything:
         kind = key[:1]
-        if key.startswith(b"C:"):
+        if key.startswith(codec.INODE_COUNT_KEY + b"/"):
+            shards += int.from_bytes(value, "big", signed=True)
+        elif key.startswith(b"C:"):
             counters[key] = codec.from_u64(value) if len(value) == 8 else -1
         elif kind == b"I" and len(key) == 9:
             try:
@@ -234,6 +238,8 @@ def _check_keys(kv: KVEngine, report: TreeReport) -> None:
                 opens[ino] = codec.from_u64(value)
         elif kind == b"Q" and len(key) >= 10 and len(key) == 2 + key[1] + 8:
             held[codec.from_u64(key[-8:])] += codec.from_u64(value)  # one session's opens
+        elif kind == b"R":  # held only while a change is under way
+            bad(f"reservation {key!r} left behind")
         elif kind != b"Z":  # Z: sessions' expiries
             bad(f"unknown key {key!r} in the tree")
     report.records = len(records)
@@ -326,7 +332,7 @@ def _check_keys(kv: KVEngine, report: TreeReport) -> None:
         for ino in sorted(held.keys() | opens.keys()):
             if held[ino] != opens.get(ino, 0):
                 bad(f"inode {ino}: open count {opens.get(ino, 0)}, sessions hold {held[ino]}")
-    count = counters.get(codec.INODE_COUNT_KEY)
+    count = counters.get(codec.INODE_COUNT_KEY, 0) + shards
     if count != len(records):
         bad(f"the inode counter says {count}, there are {len(records)} records")
     next_inode = counters.get(codec.NEXT_INODE_KEY, 0)

@@ -2,14 +2,15 @@
 
 This class only adds concurrency control to the tree operations in
 ``cloudfs.meta.engine``: it makes directories fresh from the UFS before an
-operation reads or changes them (``DirectoryLoader``), and serializes
-namespace changes (create, mkdir, symlink, link, unlink, rmdir, rename,
-commit_upload) with one namespace lock, so that the UFS call made between an
-operation's read and write transactions acts on a namespace nobody else
-changes meanwhile (over etcd, the lock is shared by every tree server:
-``ns_lock``). Reads (lookup, getattr, readdir) and attribute updates
-never wait for that lock. The price: namespace changes in one process run one
-at a time, including their UFS round trip. Training workloads mostly read.
+operation reads or changes them (``DirectoryLoader``), and serializes the
+namespace changes that call the UFS or decide what it holds (mkdir, link,
+unlink, rmdir, rename, commit_upload, listing merges) with one namespace
+lock, so that the UFS call made between an operation's read and write
+transactions acts on a namespace nobody else changes meanwhile (over etcd,
+the lock is shared by every tree server: ``ns_lock``). New files, fifos,
+devices and symlinks are one transaction each and never wait for that lock,
+only for a reservation of their own name (``reserve``); nor do reads (lookup,
+getattr, readdir) and attribute updates.
 
 With ``revalidate`` (the mount and the tree service turn it on), lookups and
 readdirs of a directory listed before are answered from its listing even past
@@ -108,6 +109,7 @@ class EmbeddedMeta:
             default_gid=default_gid,
             file_mode=file_mode,
             dir_mode=dir_mode,
+            lazy_dir_times=ns_mutex is not None,
         )
         self._ctx = TreeContext(engine, store, settings, clock)
         self._ns_lock = NamespaceLock(ns_mutex)
@@ -179,8 +181,15 @@ class EmbeddedMeta:
     ) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
-        with self._ns_lock:
-            return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
+        return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
+
+    def create_open(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
+    ) -> tuple[Attr, str]:
+        """``session``: the mount holding it, when the tree service serves this tree."""
+        validate_name(name)
+        self._loader.ensure_fresh(parent)
+        return ops_create.create_open(self._ctx, parent, name, mode, uid, gid, session)
 
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         validate_name(name)
@@ -191,8 +200,7 @@ class EmbeddedMeta:
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
-        with self._ns_lock:
-            return ops_create.symlink(self._ctx, parent, name, target, uid, gid)
+        return ops_create.symlink(self._ctx, parent, name, target, uid, gid)
 
     def readlink(self, inode: InodeId) -> bytes:
         return ops_read.readlink(self._ctx, inode)

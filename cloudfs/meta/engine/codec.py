@@ -12,7 +12,14 @@ Keys (integers are 8-byte big-endian so that byte order is numeric order):
 ``P`` ino                              orphan: nlink 0 but still open -> b""
 ``V`` ino                              directory's change token (8 random bytes)
 ``C:next_inode`` / ``C:inode_count``   counters (8 bytes)
+``C:inode_count/`` shard               more of the inode counter (``tree.count_shard``)
+``R`` ino / ``R`` parent name          reservation of a directory / a name while a
+                                       namespace change calls the UFS (``reserve``)
 =====================================  ======================================
+
+The inode count is the sum of ``C:inode_count`` and its shards: a change adds
+to the shard of the inode it makes or frees, so concurrent changes of
+different inodes (over etcd) do not conflict on one counter key.
 
 The primary name (parent, name) of an inode lives in its record: it is the
 path, hence the UFS key, of the inode. Other names of a hard-linked inode are
@@ -39,6 +46,7 @@ _FLAG_PENDING = 2
 
 NEXT_INODE_KEY = b"C:next_inode"
 INODE_COUNT_KEY = b"C:inode_count"
+INODE_COUNT_SHARDS = 256
 NS_LOCK_KEY = b"C:ns_lock"  # shared engines: the tree's cross-server namespace lock
 ORIGIN_KEY = b"C:origin"  # shared engines: the session that made the last change
 OPEN_PREFIX = b"O"
@@ -188,3 +196,18 @@ def orphan_key(ino: int) -> bytes:
 def change_key(ino: int) -> bytes:
     """Rewritten by every change a UFS listing of directory ``ino`` could miss (``loader``)."""
     return b"V" + u64(ino)
+
+
+def count_shard_key(ino: int) -> bytes:
+    """The inode-counter shard a change of inode ``ino`` adds to."""
+    return INODE_COUNT_KEY + b"/" + u64(ino % INODE_COUNT_SHARDS)
+
+
+def reserved_dir_key(ino: int) -> bytes:
+    """Held while directory ``ino`` may be removed (rmdir): no new name goes in."""
+    return b"R" + u64(ino)
+
+
+def reserved_name_key(parent: int, name: bytes) -> bytes:
+    """Held while ``name`` in ``parent`` is being made or renamed onto in the UFS."""
+    return b"R" + u64(parent) + name

@@ -128,12 +128,17 @@ def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
     def apply(txn: KVTxn) -> Attr:
         txn.get_many(_open_keys(ino, session))
         rec = tree.load(txn, ino)
-        txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
-        if session:
-            ops_session.held(txn, session, ino, +1, ctx.clock())
+        hold(txn, ino, session, ctx.clock())
         return tree.to_attr(ino, rec)
 
     return write_txn(ctx.kv, apply)
+
+
+def hold(txn: KVTxn, ino: int, session: str, now: int) -> None:
+    """Count one more open of ``ino`` by ``session`` (in the caller's transaction)."""
+    txn.put(codec.open_key(ino), codec.u64(tree.open_count(txn, ino) + 1))
+    if session:
+        ops_session.held(txn, session, ino, +1, now)
 
 
 def _open_keys(ino: int, session: str) -> list[bytes]:

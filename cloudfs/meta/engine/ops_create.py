@@ -4,8 +4,14 @@ Only ``mkdir`` reaches the UFS (a directory marker), before the tree changes;
 every new name's key must be one the UFS can hold (``ufs_names``), checked in
 the transaction that adds it (and before the marker). New files stay tree-only
 (etag "") until the data layer uploads them and calls ``commit_upload``.
-The caller (``EmbeddedMeta``) holds the namespace lock. Write transactions
-go through ``write_txn`` (re-run on a conflict, etcd).
+
+create, mknod and symlink are one transaction each and take no lock: they
+wait only for a reservation (``reserve``) of their name or directory. The
+caller (``EmbeddedMeta``) holds the namespace lock for mkdir and link. New
+inode numbers come from this process's batch (``InodeNumbers``), and a new
+inode counts in its own counter shard, so concurrent creates in different
+directories share no key. Write transactions go through ``write_txn`` (re-run
+on a conflict, etcd).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from cloudfs.errors import (
     NotFound,
     NotPermitted,
 )
-from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine import codec, ops_attr, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
@@ -31,7 +37,6 @@ from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.meta.engine.ufs_names import check_key
 from cloudfs.types import Attr
-from cloudfs.ufs.interface import ObjectStore
 
 SYMLINK_MAX = 4096  # PATH_MAX
 
@@ -55,31 +60,88 @@ def _inherit(parent_rec: InodeRecord, rec: InodeRecord) -> InodeRecord:
 
 
 def _insert(
-    txn: KVTxn, store: ObjectStore, op: str, parent: int, name: bytes, rec: InodeRecord, now: int
-) -> Attr:
-    """Add ``name`` in ``parent`` for a new inode ``rec`` (``AlreadyExists`` if taken, the
-    store's error if it cannot hold the key)."""
+    txn: KVTxn,
+    ctx: TreeContext,
+    op: str,
+    parent: int,
+    name: bytes,
+    rec: InodeRecord,
+    now: int,
+    ino: int,
+) -> tuple[Attr, str]:
+    """Add ``name`` in ``parent`` for the new inode ``ino`` with record ``rec``
+    (``AlreadyExists`` if taken, the store's error if it cannot hold the key); returns
+    its attributes and UFS key."""
+    keys = [codec.reserved_name_key(parent, name), codec.reserved_dir_key(parent)]
     txn.get_many(  # every key read below, in one round trip where the engine is remote
-        [
-            codec.inode_key(parent),
-            codec.dentry_key(parent, name),
-            codec.NEXT_INODE_KEY,
-            codec.INODE_COUNT_KEY,
-        ]
+        [codec.inode_key(parent), codec.dentry_key(parent, name), *keys]
     )
     parent_rec = _check_free(txn, parent, name)
-    check_key(store, op, tree.entry_key(txn, parent, name), directory=tree.is_dir(rec))
-    ino = tree.alloc_inodes(txn, 1)
+    if op != "mkdir":  # mkdir holds the namespace lock and reserved the name itself
+        reserve.check(txn, keys, ctx.clock())
+    key = tree.entry_key(txn, parent, name)
+    check_key(ctx.store, op, key, directory=tree.is_dir(rec))
     rec = replace(_inherit(parent_rec, rec), parent=parent, name=name)
     tree.save(txn, ino, rec)
+    tree.count_inode(txn, ino, 1)
     tree.add_name(txn, parent, name, ino)
-    tree.touch(txn, parent, now, nlink_delta=1 if tree.is_dir(rec) else 0)
-    return tree.to_attr(ino, rec)
+    if tree.is_dir(rec) or not ctx.settings.lazy_dir_times:
+        tree.touch(txn, parent, now, nlink_delta=1 if tree.is_dir(rec) else 0)
+    else:
+        tree.touch_lazily(txn, parent, parent_rec, now)
+    return tree.to_attr(ino, rec), key
+
+
+def _add(
+    ctx: TreeContext,
+    op: str,
+    parent: int,
+    name: bytes,
+    rec: InodeRecord,
+    *,
+    target: bytes = b"",
+    held_by: str | None = None,
+) -> tuple[Attr, str]:
+    """A new non-directory, in one transaction and no lock: it waits only while its
+    name or directory is reserved by a change in the UFS (``reserve``). ``held_by``:
+    the session that holds it open from the start ("" in an embedded tree)."""
+    ino = ctx.numbers.take(ctx.kv)
+
+    def insert(txn: KVTxn) -> tuple[Attr, str]:
+        added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino)
+        if target:
+            txn.put(codec.symlink_key(ino), target)
+        if held_by is not None:
+            ops_attr.hold(txn, ino, held_by, ctx.clock())
+        return added
+
+    return reserve.wait_out(lambda: write_txn(ctx.kv, insert), ctx.clock)
 
 
 def create(
     ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, rdev: int
 ) -> Attr:
+    return _create(ctx, parent, name, mode, uid, gid, rdev)[0]
+
+
+def create_open(
+    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, session: str
+) -> tuple[Attr, str]:
+    """A regular file held open by ``session`` from the start, and its UFS key: a new
+    file's create, open and object key in one transaction."""
+    return _create(ctx, parent, name, stat.S_IFREG | (mode & 0o7777), uid, gid, 0, session)
+
+
+def _create(
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    rdev: int,
+    held_by: str | None = None,
+) -> tuple[Attr, str]:
     validate_name(name)
     kind = stat.S_IFMT(mode) or stat.S_IFREG
     if kind in (stat.S_IFDIR, stat.S_IFLNK):
@@ -97,16 +159,28 @@ def create(
         rdev=rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0,
     )
     op = "create" if kind == stat.S_IFREG else "mknod"
-    return write_txn(ctx.kv, lambda txn: _insert(txn, ctx.store, op, parent, name, rec, now))
+    return _add(ctx, op, parent, name, rec, held_by=held_by)
 
 
 def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+    """The marker first, then the tree; the caller holds the namespace lock, and the
+    name is reserved meanwhile so that no create takes it (``reserve``)."""
     validate_name(name)
-    with ctx.kv.transaction(write=False) as txn:
+    held = [codec.reserved_name_key(parent, name)]
+
+    def plan(txn: KVTxn) -> str:
         _check_free(txn, parent, name)
-        key = tree.entry_key(txn, parent, name)
-    check_key(ctx.store, "mkdir", key, directory=True)
-    call_store(ctx.store.make_dir, key)
+        reserve.hold(txn, held, ctx.clock())
+        return tree.entry_key(txn, parent, name)
+
+    key = write_txn(ctx.kv, plan)
+    try:
+        check_key(ctx.store, "mkdir", key, directory=True)
+        call_store(ctx.store.make_dir, key)
+        ino = ctx.numbers.take(ctx.kv)
+    except BaseException:
+        reserve.drop_now(ctx.kv, held)
+        raise
     now = ctx.clock()
     # A directory we just made is empty in the UFS too: it counts as listed.
     rec = InodeRecord(
@@ -121,7 +195,16 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
         loaded_at_ns=now,
         ufs=True,
     )
-    return write_txn(ctx.kv, lambda txn: _insert(txn, ctx.store, "mkdir", parent, name, rec, now))
+
+    def insert(txn: KVTxn) -> Attr:
+        reserve.drop(txn, held)
+        return _insert(txn, ctx, "mkdir", parent, name, rec, now, ino)[0]
+
+    try:
+        return write_txn(ctx.kv, insert)
+    except BaseException:
+        reserve.drop_now(ctx.kv, held)
+        raise
 
 
 def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
@@ -143,13 +226,7 @@ def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int,
         mtime_ns=now,
         ctime_ns=now,
     )
-
-    def insert(txn: KVTxn) -> Attr:
-        attr = _insert(txn, ctx.store, "symlink", parent, name, rec, now)
-        txn.put(codec.symlink_key(attr.inode), target)
-        return attr
-
-    return write_txn(ctx.kv, insert)
+    return _add(ctx, "symlink", parent, name, rec, target=target)[0]
 
 
 def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:

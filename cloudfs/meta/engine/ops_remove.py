@@ -12,7 +12,8 @@ its transaction conflicts (etcd, ``write_txn``): never the UFS call.
 from __future__ import annotations
 
 from cloudfs.errors import IsADirectory, NotADirectory, NotEmpty, NotFound
-from cloudfs.meta.engine import tree
+from cloudfs.meta.engine import codec, reserve, tree
+from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
@@ -55,8 +56,11 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
 
 
 def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
+    """The marker first, then the tree; the directory is reserved meanwhile so that no
+    create (which takes no lock) puts a name in it (``reserve``)."""
     validate_name(name)
-    with ctx.kv.transaction(write=False) as txn:
+
+    def plan(txn: KVTxn) -> tuple[int, InodeRecord, str]:
         tree.load_dir(txn, parent)
         ino = tree.child(txn, parent, name)
         if ino is None:
@@ -66,13 +70,22 @@ def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
             raise NotADirectory(f"{name!r} is not a directory")
         if tree.has_children(txn, ino):
             raise NotEmpty(f"{name!r} is not empty")
-        key = tree.entry_key(txn, parent, name)
-    if rec.ufs:
-        call_store(ctx.store.remove_dir, key)
+        reserve.hold(txn, [codec.reserved_dir_key(ino)], ctx.clock())
+        return ino, rec, tree.entry_key(txn, parent, name)
+
+    ino, rec, key = write_txn(ctx.kv, plan)
+    held = [codec.reserved_dir_key(ino)]
     now = ctx.clock()
 
     def remove(txn: KVTxn) -> None:
+        reserve.drop(txn, held)
         tree.remove_dir_entry(txn, parent, name, ino)
         tree.touch(txn, parent, now)
 
-    write_txn(ctx.kv, remove)
+    try:
+        if rec.ufs:
+            call_store(ctx.store.remove_dir, key)
+        write_txn(ctx.kv, remove)
+    except BaseException:
+        reserve.drop_now(ctx.kv, held)
+        raise

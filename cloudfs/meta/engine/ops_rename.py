@@ -18,7 +18,9 @@ checkpoint pattern, needs no UFS call and works while the UFS is away.
 An exchange of two UFS entries goes through a temporary key next to the
 target; if the store fails half-way the tree is unchanged and the UFS may hold
 the temporary key until a listing shows it. The caller holds the namespace
-lock.
+lock; from plan to commit, a rename reserves the free name it takes, or the
+empty directory it replaces, so that no create (which takes no lock) gets
+in meanwhile (``reserve``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from cloudfs.errors import (
     NotEmpty,
     NotFound,
 )
-from cloudfs.meta.engine import codec, tree
+from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
@@ -210,12 +212,35 @@ def rename(
     ):
         raise InvalidArgument(f"bad rename flags {flags:#x}")
     old, new = (parent, name), (new_parent, new_name)
-    with ctx.kv.transaction(write=False) as txn:
-        plan = _plan(txn, ctx.store, old, new, flags)
+    held: list[bytes] = []
+
+    def plan_and_hold(txn: KVTxn) -> _Plan | None:
+        held.clear()
+        found = _plan(txn, ctx.store, old, new, flags)
+        if found is None or flags & RENAME_EXCHANGE:
+            return found
+        if found.dst is None:  # no create may take the name meanwhile
+            held.append(codec.reserved_name_key(*new))
+        elif tree.is_dir(tree.load(txn, found.dst)):  # nor go into the directory replaced
+            held.append(codec.reserved_dir_key(found.dst))
+        reserve.hold(txn, held, ctx.clock())
+        return found
+
+    plan = write_txn(ctx.kv, plan_and_hold)
     if plan is None:
         return 0, None
-    for step in plan.steps:
-        step()
-    exchange, now = bool(flags & RENAME_EXCHANGE), ctx.clock()
-    write_txn(ctx.kv, lambda txn: _apply(txn, plan, old, new, exchange, now))
+    exchange = bool(flags & RENAME_EXCHANGE)
+
+    def apply(txn: KVTxn) -> None:
+        reserve.drop(txn, held)
+        _apply(txn, plan, old, new, exchange, ctx.clock())
+
+    try:
+        for step in plan.steps:
+            step()
+        write_txn(ctx.kv, apply)
+    except BaseException:
+        if held:
+            reserve.drop_now(ctx.kv, held)
+        raise
     return plan.src, plan.dst

@@ -15,6 +15,10 @@ class TreeSettings:
     default_gid: int = 0
     file_mode: int = 0o644  # permission bits of files found in the UFS
     dir_mode: int = 0o755  # permission bits of directories found in the UFS
+    # A new file leaves its directory's mtime/ctime alone if they are younger than
+    # ``tree.LAZY_DIR_TIMES_NS`` (JuiceFS's --skip-dir-mtime): over an optimistic
+    # engine (etcd) creates in one directory then rarely conflict on its record.
+    lazy_dir_times: bool = False
 
     @property
     def file_type_mode(self) -> int:

@@ -12,13 +12,14 @@ import stat
 from dataclasses import replace
 
 from cloudfs.errors import NotADirectory, NotFound
-from cloudfs.meta.engine import codec
+from cloudfs.meta.engine import codec, inode_numbers
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.names import child_key, name_to_str
 from cloudfs.types import ROOT_INODE, Attr, InodeId
 
-FIRST_FREE_INODE = ROOT_INODE + 1
+FIRST_FREE_INODE = inode_numbers.FIRST_FREE_INODE
+LAZY_DIR_TIMES_NS = 100_000_000  # TreeSettings.lazy_dir_times
 
 
 def find(txn: KVTxn, ino: int) -> InodeRecord | None:
@@ -86,21 +87,38 @@ def has_children(txn: KVTxn, parent: int) -> bool:
 
 
 def alloc_inodes(txn: KVTxn, count: int) -> int:
-    """Reserve ``count`` consecutive inode numbers; returns the first."""
-    data = txn.get(codec.NEXT_INODE_KEY)
-    first = FIRST_FREE_INODE if data is None else codec.from_u64(data)
-    txn.put(codec.NEXT_INODE_KEY, codec.u64(first + count))
+    """Reserve ``count`` consecutive inode numbers and count them; returns the first
+    (a listing's new names; a single create takes one from ``InodeNumbers``)."""
+    first = inode_numbers.reserve(txn, count)
     adjust_inode_count(txn, count)
     return first
 
 
 def inode_count(txn: KVTxn) -> int:
-    data = txn.get(codec.INODE_COUNT_KEY)
-    return 0 if data is None else codec.from_u64(data)
+    """The records the tree holds: the counter plus its shards (``codec``)."""
+    total = 0
+    for key, value in txn.scan(codec.INODE_COUNT_KEY):
+        if key == codec.INODE_COUNT_KEY:
+            total += codec.from_u64(value)
+        else:
+            total += int.from_bytes(value, "big", signed=True)
+    return max(0, total)
 
 
 def adjust_inode_count(txn: KVTxn, delta: int) -> None:
-    txn.put(codec.INODE_COUNT_KEY, codec.u64(max(0, inode_count(txn) + delta)))
+    """Add ``delta`` to the counter itself (a listing's batch of new inodes)."""
+    data = txn.get(codec.INODE_COUNT_KEY)
+    count = 0 if data is None else codec.from_u64(data)
+    txn.put(codec.INODE_COUNT_KEY, codec.u64(max(0, count + delta)))
+
+
+def count_inode(txn: KVTxn, ino: int, delta: int) -> None:
+    """Add ``delta`` (1: made, -1: freed) to the counter shard of ``ino``: concurrent
+    changes of other inodes touch other keys."""
+    key = codec.count_shard_key(ino)
+    data = txn.get(key)
+    value = 0 if data is None else int.from_bytes(data, "big", signed=True)
+    txn.put(key, (value + delta).to_bytes(8, "big", signed=True))
 
 
 def open_count(txn: KVTxn, ino: int) -> int:
@@ -167,6 +185,16 @@ def touch(txn: KVTxn, ino: int, now: int, nlink_delta: int = 0) -> None:
     mark_changed(txn, ino)
 
 
+def touch_lazily(txn: KVTxn, ino: int, rec: InodeRecord, now: int) -> None:
+    """``touch`` for a new entry, unless the directory's mtime is younger than
+    ``LAZY_DIR_TIMES_NS`` (as JuiceFS, the mtime only: a utime that set it back is
+    followed): then only its change token (a write nobody conflicts on)."""
+    if 0 <= now - rec.mtime_ns < LAZY_DIR_TIMES_NS:
+        mark_changed(txn, ino)
+    else:
+        touch(txn, ino, now)
+
+
 def mark_changed(txn: KVTxn, dir_ino: int) -> None:
     """Tell a listing of ``dir_ino`` in flight that it may be stale (``loader``): a name
     came or went, or an object under it was uploaded. A write without a read, so it
@@ -199,7 +227,7 @@ def free_inode(txn: KVTxn, ino: int) -> None:
     for key in (*keys, codec.change_key(ino)):
         txn.delete(key)
     txn.delete(codec.inode_key(ino))
-    adjust_inode_count(txn, -1)
+    count_inode(txn, ino, -1)
 
 
 def drop_name(

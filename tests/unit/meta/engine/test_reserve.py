@@ -1,0 +1,170 @@
+"""Creates take no namespace lock; a change calling the UFS reserves what they could take.
+
+Over the memory engine and over a real etcd (where creates and the
+reserving change are optimistic transactions). The store blocks the
+reserving change in its UFS call until the test lets it go, so the create
+runs exactly in the window the reservation exists for.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from cloudfs.errors import FsError, RemoteIOError
+from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.engine import codec, reserve
+from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.kv_memory import MemoryKV
+from cloudfs.types import ROOT_INODE, Attr, InodeId
+from testkit.etcd import EtcdCluster
+from testkit.memory_store import MemoryObjectStore
+from testkit.tree_check import check_tree
+
+R = InodeId(ROOT_INODE)
+FILE = stat.S_IFREG | 0o644
+DIR = stat.S_IFDIR | 0o755
+WAIT = 10.0
+
+
+class GatedStore(MemoryObjectStore):
+    """A memory store whose ``gate``d method waits for ``release`` (and says it entered)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = ""
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def _enter(self, method: str) -> None:
+        if method == self.gate:
+            self.entered.set()
+            assert self.release.wait(WAIT)
+        super()._enter(method)
+
+
+@pytest.fixture(params=["memory", "etcd"])
+def engine(request: pytest.FixtureRequest) -> Iterator[KVEngine]:
+    if request.param == "memory":
+        yield MemoryKV()
+        return
+    from cloudfs.meta.engine.kv_etcd import EtcdKV
+
+    etcd: EtcdCluster = request.getfixturevalue("etcd")
+    yield EtcdKV(etcd.endpoints, request.getfixturevalue("etcd_prefix"))
+
+
+@pytest.fixture
+def world(engine: KVEngine) -> Iterator[tuple[EmbeddedMeta, GatedStore]]:
+    store = GatedStore()
+    meta = EmbeddedMeta(engine, store, ttl=3600)
+    meta.readdir(R, None, 1)
+    yield meta, store
+    report = check_tree(meta, engine)
+    meta.close()
+    assert not report.problems, report.problems
+
+
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as exc:  # kept for the test to look at
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _create_while_gated(
+    meta: EmbeddedMeta, store: GatedStore, gate: str, change: Callable[[], object], parent: InodeId
+) -> object:
+    """Run ``change`` until it blocks in the store's ``gate``, then a create of ``b"x"`` in
+    ``parent``: the create must still be waiting when the change is let go."""
+    store.gate = gate
+    changing, changed = _in_thread(change)
+    assert store.entered.wait(WAIT)
+    creating, created = _in_thread(lambda: meta.create(parent, b"x", FILE, 0, 0))
+    time.sleep(0.3)
+    assert not created, f"the create did not wait for the reservation: {created}"
+    store.release.set()
+    changing.join(WAIT)
+    creating.join(WAIT)
+    assert changed and not isinstance(changed[0], Exception), changed
+    return created[0]
+
+
+def test_a_create_waits_for_a_mkdir_of_its_name_then_finds_it_taken(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    made = _create_while_gated(meta, store, "make_dir", lambda: meta.mkdir(R, b"x", DIR, 0, 0), R)
+    assert isinstance(made, FsError) and made.errno == errno.EEXIST
+    assert stat.S_ISDIR(meta.lookup(R, b"x").mode)
+
+
+def test_a_create_waits_for_a_rename_onto_its_name(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    meta.mkdir(R, b"src", DIR, 0, 0)  # a directory: its rename is a UFS call
+    made = _create_while_gated(meta, store, "rename_dir", lambda: meta.rename(R, b"src", d, b"x"), d)
+    assert isinstance(made, FsError) and made.errno == errno.EEXIST
+    assert stat.S_ISDIR(meta.lookup(d, b"x").mode)
+
+
+def test_a_create_in_a_directory_being_removed_waits_then_finds_it_gone(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    made = _create_while_gated(meta, store, "remove_dir", lambda: meta.rmdir(R, b"d"), d)
+    assert isinstance(made, FsError) and made.errno == errno.ENOENT
+
+
+def test_a_create_elsewhere_does_not_wait_for_a_change_in_the_ufs(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    store.gate = "make_dir"
+    making, _ = _in_thread(lambda: meta.mkdir(R, b"slow", DIR, 0, 0))
+    assert store.entered.wait(WAIT)
+    try:
+        started = time.monotonic()
+        attr = meta.create(R, b"quick", FILE, 0, 0)  # the mkdir holds the namespace lock
+        assert isinstance(attr, Attr) and time.monotonic() - started < 2.0
+    finally:
+        store.release.set()
+        making.join(WAIT)
+
+
+def test_a_failed_ufs_call_gives_the_name_back(world: tuple[EmbeddedMeta, GatedStore]) -> None:
+    meta, store = world
+    store.failures["make_dir"] = RemoteIOError("the store is away")
+    with pytest.raises(FsError) as caught:
+        meta.mkdir(R, b"x", DIR, 0, 0)
+    assert caught.value.errno == errno.EIO
+    del store.failures["make_dir"]
+    assert meta.create(R, b"x", FILE, 0, 0).mode == FILE
+
+
+def test_an_expired_reservation_is_ignored() -> None:
+    kv = MemoryKV()
+    clock = [10**18]
+    meta = EmbeddedMeta(kv, MemoryObjectStore(), ttl=3600, clock=lambda: clock[0])
+    try:
+        with kv.transaction(write=True) as txn:  # left by a server that died mid-change
+            reserve.hold(txn, [codec.reserved_name_key(ROOT_INODE, b"x")], clock[0])
+        clock[0] += int((reserve.HOLD_FOR + 1) * 1e9)
+        assert meta.create(R, b"x", FILE, 0, 0).mode == FILE
+    finally:
+        meta.close()
