@@ -105,6 +105,14 @@ class Meta(Protocol):
         """
         ...
 
+    def create_open(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> tuple[Attr, str]:
+        """``create`` of a regular file (permission bits from ``mode``) that is also
+        ``open`` once by the caller, and its ``object_key``: a new file's three calls
+        in one. The caller ``release``s it like any open."""
+        ...
+
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         """Create a directory, in the tree and in the UFS (an S3 "name/" marker)."""
         ...

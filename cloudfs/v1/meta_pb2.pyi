@@ -110,6 +110,14 @@ class AttrReply(_message.Message):
     attr: Attr
     def __init__(self, attr: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
 
+class CreatedReply(_message.Message):
+    __slots__ = ("attr", "key")
+    ATTR_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    attr: Attr
+    key: bytes
+    def __init__(self, attr: _Optional[_Union[Attr, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
+
 class SetAttrRequest(_message.Message):
     __slots__ = ("volume", "inode", "changes")
     VOLUME_FIELD_NUMBER: _ClassVar[int]

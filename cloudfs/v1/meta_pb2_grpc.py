@@ -64,6 +64,11 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
                 _registered_method=True)
+        self.CreateOpen = channel.unary_unary(
+                '/cloudfs.v1.MetaService/CreateOpen',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.CreatedReply.FromString,
+                _registered_method=True)
         self.Mkdir = channel.unary_unary(
                 '/cloudfs.v1.MetaService/Mkdir',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
@@ -206,6 +211,15 @@ class MetaServiceServicer:
 
     def Create(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateOpen(self, request, context):
+        """Create a regular file and count one open of it for the caller's session (as
+        Open would), answering its key too: a new file's create, open and ObjectKey
+        in one call.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -376,6 +390,11 @@ def add_MetaServiceServicer_to_server(servicer, server):
                     servicer.Create,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.SerializeToString,
+            ),
+            'CreateOpen': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateOpen,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.CreatedReply.SerializeToString,
             ),
             'Mkdir': grpc.unary_unary_rpc_method_handler(
                     servicer.Mkdir,
@@ -645,6 +664,33 @@ class MetaService:
             '/cloudfs.v1.MetaService/Create',
             cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateOpen(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/CreateOpen',
+            cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.CreatedReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 import trio
 
 from cloudfs.data.reader import ObjectReader
-from cloudfs.errors import InvalidArgument, IsADirectory, NotADirectory, NotFound, ReadOnly
+from cloudfs.errors import (
+    InvalidArgument,
+    IsADirectory,
+    NoAttribute,
+    NotADirectory,
+    NotFound,
+    ReadOnly,
+)
 from cloudfs.meta.interface import RENAME_EXCHANGE, Meta
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, HandleId, InodeId
 from cloudfs.ufs.interface import ObjectStore
@@ -108,8 +115,8 @@ class Vfs:
 
     async def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         self._check_writable()
-        attr = await self._read(self.meta.getattr, inode)
-        if changes.size is not None:
+        if changes.size is not None:  # the one change whose checks need the file's type
+            attr = await self._read(self.meta.getattr, inode)
             if attr.is_dir:
                 raise IsADirectory()
             if not attr.is_reg:
@@ -120,6 +127,8 @@ class Vfs:
         rest = replace(changes, size=None)
         if rest != AttrChanges() or changes.size is not None:
             attr = await self._meta(self.meta.setattr, inode, rest)
+        else:  # only a pending mtime, kept for the upload
+            attr = await self._read(self.meta.getattr, inode)
         return self.files.overlay(attr)
 
     async def statfs(self) -> FsStats:
@@ -188,9 +197,14 @@ class Vfs:
     async def create(
         self, parent: InodeId, name: bytes, mode: int, flags: int, caller: Caller
     ) -> tuple[HandleId, Attr]:
-        attr = await self.mknod(parent, name, stat.S_IFREG | (mode & 0o7777), 0, caller)
-        fh = await self.files.created(attr, flags)
-        return fh, attr
+        if not self.files.shared_tree:  # an embedded tree: no open to count, calls are cheap
+            attr = await self.mknod(parent, name, stat.S_IFREG | (mode & 0o7777), 0, caller)
+            return await self.files.created(attr, flags), attr
+        self._check_writable()
+        attr, key = await self._meta(
+            self.meta.create_open, parent, name, mode & 0o7777, caller.uid, caller.gid
+        )  # create, open and object key in one tree call
+        return await self.files.created(attr, flags, key), attr  # released there on failure
 
     async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
         return await self.files.open(inode, flags)
@@ -284,10 +298,13 @@ class Vfs:
     # -- xattrs ----------------------------------------------------------------
 
     async def getxattr(self, inode: InodeId, name: bytes) -> bytes:
+        if self.files.without_xattrs(inode):
+            raise NoAttribute(f"{name!r}")
         return await self._read(self.meta.getxattr, inode, name)
 
     async def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int) -> None:
         self._check_writable()
+        self.files.xattrs_changed(inode)
         await self._meta(self.meta.setxattr, inode, name, value, flags)
 
     async def listxattr(self, inode: InodeId) -> list[bytes]:

@@ -149,10 +149,20 @@ class FileIO:
             self._reader.fetch_on_open(oi.ref)  # a small file is read whole right after
         return fh, keep_cache
 
-    async def created(self, attr: Attr, flags: int) -> HandleId:
-        """A handle on a file ``create`` just made: empty, staged, due for upload."""
-        attr = await self._hold(attr.inode)
+    @property
+    def shared_tree(self) -> bool:
+        """Whether the tree is the tree service's (opens are counted there, per mount)."""
+        return self._shared_tree
+
+    async def created(self, attr: Attr, flags: int, key: str | None = None) -> HandleId:
+        """A handle on a file ``create`` just made: empty, staged, due for upload.
+
+        ``key``: ``create_open`` made it, already held open in the tree, at this key."""
+        if key is None:
+            attr = await self._hold(attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
+        if key is not None:
+            oi.key, oi.key_generation, oi.bare = key, self._generation, True
         oi.handles += 1
         try:
             await self._staged(oi, new=True)
@@ -251,6 +261,16 @@ class FileIO:
             await self._upload_if_dirty(oi)
         finally:
             await self._drop_handle(oi)
+
+    def without_xattrs(self, inode: InodeId) -> bool:
+        """Whether ``inode`` is a file this mount made and holds, with no xattr set since."""
+        oi = self._open.get(inode)
+        return oi is not None and oi.bare
+
+    def xattrs_changed(self, inode: InodeId) -> None:
+        oi = self._open.get(inode)
+        if oi is not None:
+            oi.bare = False
 
     def set_pending_mtime(self, inode: InodeId, mtime_ns: int) -> None:
         """utimens on a file with pending writes: keep the time through the upload."""
@@ -355,7 +375,10 @@ class FileIO:
         staged = oi.staged
         if staged is None or not staged.dirty or oi.unlinked:
             return
-        key = await self.committer.key_of(oi.inode)
+        if oi.key is not None and oi.key_generation == self._generation:
+            key: str | None = oi.key  # a new file's, from create_open: nothing moved it here
+        else:
+            key = await self.committer.key_of(oi.inode)
         if key is None:
             oi.unlinked = True  # the last name went away meanwhile
             return

@@ -34,6 +34,13 @@ class OpenInode:
     unlinked: bool = False  # no name left: never upload again
     # An embedded tree was told of this open (a name of it went away): release it there.
     held_in_tree: bool = False
+    # Its UFS key as the tree gave it at create, while ``generation`` of the files
+    # layer has not moved since (no rename or unlink in the mount): no ObjectKey call.
+    key: str | None = None
+    key_generation: int = -1
+    # Made by this mount and given no xattr since: getxattr is answered here (the
+    # kernel asks for security.capability before a new file's first write).
+    bare: bool = False
 
 
 @dataclass

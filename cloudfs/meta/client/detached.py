@@ -315,6 +315,13 @@ class DetachedReads:
             lambda: self._tree.create(parent, name, mode, uid, gid, rdev), (), ((parent, name),)
         )
 
+    def create_open(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> tuple[Attr, str]:
+        return self._change(
+            lambda: self._tree.create_open(parent, name, mode, uid, gid), (), ((parent, name),)
+        )
+
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         return self._change(
             lambda: self._tree.mkdir(parent, name, mode, uid, gid), (), ((parent, name),)

@@ -208,6 +208,15 @@ class GrpcMeta:
         )
         return self._attr("Create", request, lists=True)
 
+    def create_open(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> tuple[Attr, str]:
+        request = pb.CreateRequest(
+            volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid
+        )
+        reply = self._call("CreateOpen", request, lists=True)
+        return cv.attr_from_pb(reply.attr), reply.key.decode("utf-8", "surrogateescape")
+
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         request = pb.CreateRequest(
             volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid

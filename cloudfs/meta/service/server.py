@@ -66,6 +66,11 @@ def _attr(result: Any) -> pb.AttrReply:
     return pb.AttrReply(attr=cv.attr_to_pb(result)) if result is not None else pb.AttrReply()
 
 
+def _created(result: tuple[Any, str]) -> pb.CreatedReply:
+    attr, key = result
+    return pb.CreatedReply(attr=cv.attr_to_pb(attr), key=key.encode("utf-8", "surrogateescape"))
+
+
 def _empty(_: Any) -> pb.Empty:
     return pb.Empty()
 
@@ -169,6 +174,11 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
 SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
     "Open": (pb.InodeRequest, lambda m, r, s: m.open(InodeId(r.inode), s), _attr),
     "Release": (pb.InodeRequest, lambda m, r, s: m.release(InodeId(r.inode), s), _empty),
+    "CreateOpen": (
+        pb.CreateRequest,
+        lambda m, r, s: m.create_open(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s),
+        _created,
+    ),
     "Heartbeat": (
         pb.VolumeRef, lambda m, r, s: m.heartbeat(s), lambda v: pb.HeartbeatReply(expires_ns=v),
     ),

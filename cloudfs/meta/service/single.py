@@ -52,7 +52,8 @@ LOCAL_VOLUME = "local"
 # The MetaService calls that change the tree (a read-only mount refuses them).
 CHANGING_RPCS = frozenset(
     {
-        "SetAttr", "Create", "Mkdir", "Symlink", "Link", "Unlink", "Rmdir", "Rename",
+        "SetAttr", "Create", "CreateOpen", "Mkdir", "Symlink", "Link", "Unlink", "Rmdir",
+        "Rename",
         "SetXattr", "RemoveXattr", "CommitUpload", "CommitPending",
     }
 )  # fmt: skip
