@@ -8,7 +8,7 @@ One ``grpc.Channel`` per endpoint, shared by every thread (gRPC multiplexes
 calls on its HTTP/2 connection and reconnects by itself, after at most
 ``RECONNECT_MAX_MS`` once a member is back). Every call has ``timeout`` as its
 deadline. ``https://`` endpoints are reached over TLS, checked against the
-system's roots (``grpc.ssl_channel_credentials()``), as the JSON gateway did;
+system's roots (``grpc.ssl_channel_credentials()``), as the JSON gateway client did;
 ``http://`` and bare ``host:port`` in plaintext.
 
 Failover: a call that cannot reach an endpoint, that runs past its deadline or
