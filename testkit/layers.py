@@ -282,4 +282,10 @@ ROWS: tuple[Row, ...] = (
     Row("leaves", "cloudfs.errors", "errno-carrying exceptions"),
     Row("leaves", "cloudfs", "the package's version"),
     Row("generated", "cloudfs.v1", "gRPC stubs made by `proto/generate.sh` from `proto/`"),
+    Row(
+        "generated",
+        "cloudfs.etcdpb",
+        "etcd's KV and Watch API (`rpc.proto`, `kv.proto` of etcd 3.5, trimmed), stubs made by "
+        "`proto/generate.sh`; only `meta/engine/etcd_*.py` import them",
+    ),
 )

@@ -12,8 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from cloudfs import errors
+from cloudfs.etcdpb import rpc_pb2 as pb
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.engine.etcd_lock import EtcdMutex
+from cloudfs.meta.engine.etcd_watch import EtcdWatch
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_etcd import EtcdKV
 from cloudfs.meta.engine.kv_retry import write_txn
@@ -117,6 +119,45 @@ def test_the_watch_sees_each_commit_whole(two_engines: tuple[EtcdKV, EtcdKV]) ->
     assert len({e.revision for e in first}) == 1
     assert [(e.key, e.value) for e in second] == [(b"w/1", None)]
     assert seen.empty()
+
+
+def watching(kv: EtcdKV) -> tuple[EtcdWatch, queue.Queue[object]]:
+    """A watch of w/ on ``kv``, its batches put on a queue by a thread."""
+    watch = kv.watch(b"w/", b"w0")
+    seen: queue.Queue[object] = queue.Queue()
+    threading.Thread(target=lambda: [seen.put(x) for x in watch], daemon=True).start()
+    assert watch.ready.wait(10)
+    return watch, seen
+
+
+def test_a_broken_watch_stream_resumes_where_it_was(two_engines: tuple[EtcdKV, EtcdKV]) -> None:
+    a, b = two_engines
+    watch, seen = watching(b)
+    write_txn(a, lambda txn: txn.put(b"w/1", b"x"))
+    assert [e.key for e in seen.get(timeout=10)] == [b"w/1"]  # type: ignore[attr-defined]
+    assert watch._stream is not None
+    watch._stream.call.cancel()  # as if the connection broke
+    write_txn(a, lambda txn: txn.put(b"w/2", b"y"))
+    assert [e.key for e in seen.get(timeout=10)] == [b"w/2"]  # type: ignore[attr-defined]
+    watch.close()
+    assert seen.empty()
+
+
+def test_a_watch_resumed_after_a_compaction_says_changes_were_lost(
+    two_engines: tuple[EtcdKV, EtcdKV],
+) -> None:
+    a, b = two_engines
+    write_txn(a, lambda txn: txn.put(b"x", b"1"))
+    gone = a.range(pb.RangeRequest(key=b"-")).header.revision
+    write_txn(a, lambda txn: txn.put(b"x", b"2"))
+    a.call("Compact", pb.CompactionRequest(revision=gone + 1, physical=True))
+    watch = b.watch(b"w/", b"w0")
+    watch._next = gone  # as if its stream broke after seeing revision gone - 1
+    batches = iter(watch)
+    assert next(batches) is None
+    write_txn(a, lambda txn: txn.put(b"w/3", b"z"))
+    assert [e.key for e in next(batches) or []] == [b"w/3"]
+    watch.close()
 
 
 class Server:

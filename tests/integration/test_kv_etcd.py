@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from cloudfs import errors
+from cloudfs.etcdpb import rpc_pb2 as pb
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
 from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.types import ROOT_INODE, InodeId
@@ -137,21 +139,31 @@ def test_prefixes_keep_engines_apart(etcd: EtcdCluster, kv: EtcdKV) -> None:
         other.close()
 
 
+class Lost(grpc.RpcError):
+    """What gRPC raises when the connection breaks after a request went out."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "injected: Socket closed"
+
+
 def lose_answers(kv: EtcdKV, monkeypatch: pytest.MonkeyPatch, applied: bool) -> list[str]:
     """Make the next commit fail like a dead connection, after reaching etcd or before."""
-    gateway = kv._gateway
-    real = gateway._post
+    client = kv._client
+    real = client._send
     sent: list[str] = []
 
-    def post(index: int, path: str, data: bytes) -> Any:
-        sent.append(path)
-        if path == "/v3/kv/txn" and sent.count(path) == 1:
+    def send(index: int, method: str, request: Any) -> Any:
+        sent.append(method)
+        if method == "Txn" and sent.count(method) == 1:
             if applied:
-                real(index, path, data)
-            raise ConnectionResetError("injected: answer lost")
-        return real(index, path, data)
+                real(index, method, request)
+            raise Lost()
+        return real(index, method, request)
 
-    monkeypatch.setattr(gateway, "_post", post)
+    monkeypatch.setattr(client, "_send", send)
     return sent
 
 
@@ -163,8 +175,18 @@ def test_a_commit_whose_answer_is_lost_succeeds_once(
     with kv.transaction(write=True) as txn:  # a create: fails if applied twice
         assert txn.get(b"new") is None
         txn.put(b"new", b"v")
-    assert sent.count("/v3/kv/txn") == 2
+    assert sent.count("Txn") == 2
     assert get(kv, b"new") == b"v"
+
+
+def test_a_snapshot_compacted_away_is_a_conflict(kv: EtcdKV) -> None:
+    put(kv, b"a", b"1")
+    with pytest.raises(errors.TxnConflict), kv.transaction(write=False) as txn:
+        txn.get(b"a")  # the snapshot
+        put(kv, b"b", b"2")
+        latest = kv.range(pb.RangeRequest(key=b"-")).header.revision
+        kv.call("Compact", pb.CompactionRequest(revision=latest, physical=True))
+        txn.get(b"b")
 
 
 def test_a_dead_endpoint_is_skipped(etcd: EtcdCluster, etcd_prefix: bytes) -> None:

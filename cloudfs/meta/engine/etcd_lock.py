@@ -27,10 +27,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cloudfs.errors import RemoteIOError
-from cloudfs.meta.engine.etcd_gateway import b64, unb64
+from cloudfs.etcdpb import rpc_pb2 as pb
 
 if TYPE_CHECKING:
     from cloudfs.meta.engine.kv_etcd import EtcdKV
@@ -42,6 +42,7 @@ HOLD_FOR = 30.0  # seconds after which a holder's lock is free for others (it di
 # that starts waiting just before a holder dies still gets the lock when it expires
 WAIT_FOR = HOLD_FOR + 10.0
 PAUSE_FIRST, PAUSE_MAX = 0.001, 0.05
+MOD, CREATE, EQUAL = pb.Compare.MOD, pb.Compare.CREATE, pb.Compare.EQUAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ class EtcdMutex:
     ) -> None:
         self._kv = kv
         self.key = key
-        self._full = b64(kv.prefix + key)
+        self._full = kv.prefix + key
         self._hold_ns = int(hold_for * 1e9)
         self._wait_for = wait_for
         self._clock = clock
@@ -90,32 +91,33 @@ class EtcdMutex:
     def _take(self, token: bytes) -> Fence | None:
         """One try: our Fence if we now hold the lock, None if someone else does."""
         value = token + b":" + str(self._clock() + self._hold_ns).encode()
-        put = {"request_put": {"key": self._full, "value": b64(value)}}
-        read = {"request_range": {"key": self._full}}
-        free = {"key": self._full, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+        put = pb.RequestOp(request_put=pb.PutRequest(key=self._full, value=value))
+        read = pb.RequestOp(request_range=pb.RangeRequest(key=self._full))
+        free = pb.Compare(key=self._full, target=CREATE, result=EQUAL, create_revision=0)
         answer = self._txn([free], [put], [read])
-        if answer.get("succeeded", False):
-            return Fence(self.key, value, int(answer["header"]["revision"]))
-        kvs = answer["responses"][0].get("response_range", {}).get("kvs", [])
+        if answer.succeeded:
+            return Fence(self.key, value, answer.header.revision)
+        kvs = answer.responses[0].response_range.kvs
         if not kvs:
             return None  # released meanwhile: the next try takes it
-        current, mod = unb64(kvs[0].get("value", "")), int(kvs[0]["mod_revision"])
+        current, mod = kvs[0].value, kvs[0].mod_revision
         if current.split(b":", 1)[0] == token:  # our own put, whose answer was lost
             return Fence(self.key, current, mod)
         if _expiry(current) > self._clock():
             return None
         log.warning("taking over the namespace lock %r from a holder that let it expire", self.key)
-        same = {"key": self._full, "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)}
+        same = pb.Compare(key=self._full, target=MOD, result=EQUAL, mod_revision=mod)
         answer = self._txn([same], [put], [])
-        if answer.get("succeeded", False):
-            return Fence(self.key, value, int(answer["header"]["revision"]))
+        if answer.succeeded:
+            return Fence(self.key, value, answer.header.revision)
         return None
 
-    def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+    def _txn(
+        self, compare: list[pb.Compare], success: list[pb.RequestOp], failure: list[pb.RequestOp]
+    ) -> pb.TxnResponse:
         # Sending a take again is safe: its compare fails if the first one was applied,
         # and the read then shows our own token.
-        body = {"compare": compare, "success": success, "failure": failure}
-        return self._kv.call("/v3/kv/txn", body)
+        return self._kv.txn(pb.TxnRequest(compare=compare, success=success, failure=failure))
 
     def lend(self) -> None:
         """Keep the lock taken for another thread of this process (``resume``)."""
@@ -133,12 +135,10 @@ class EtcdMutex:
         self._kv.fence(None)
         if held is None:
             return
-        ours = {
-            "key": self._full, "target": "MOD", "result": "EQUAL",
-            "mod_revision": str(held.mod_revision),
-        }  # fmt: skip
+        ours = pb.Compare(key=self._full, target=MOD, result=EQUAL, mod_revision=held.mod_revision)
+        delete = pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=self._full))
         try:
-            self._txn([ours], [{"request_delete_range": {"key": self._full}}], [])
+            self._txn([ours], [delete], [])
         except RemoteIOError as exc:  # it expires by itself
             log.warning("could not release the namespace lock %r: %s", self.key, exc)
 

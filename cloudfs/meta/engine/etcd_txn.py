@@ -3,23 +3,32 @@
 ``kv_etcd`` documents the isolation this gives; this module keeps the state:
 the snapshot revision (set by the first read), what was read (key ->
 ``mod_revision``, 0 when absent; scanned key ranges), and the buffered writes
-(sorted, so scans merge them in). ``commit_request`` turns that into the body
-of one etcd Txn; the engine sends it.
+(sorted, so scans merge them in). ``commit_request`` turns that into one
+etcd ``TxnRequest``; the engine sends it.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import Protocol
 
-from cloudfs.meta.engine.etcd_gateway import OUT_OF_RANGE, EtcdError, b64, unb64
+from cloudfs.etcdpb import rpc_pb2 as pb
+from cloudfs.meta.engine.etcd_grpc import OUT_OF_RANGE, EtcdError
 
 KEY_MAX = 511
 PAGE = 1000  # keys per range request of a scan
 MANY = 128  # range reads per Txn of get_many (etcd's default --max-txn-ops)
 
-Call = Callable[[str, dict[str, Any]], Any]
+MOD, EQUAL, LESS = pb.Compare.MOD, pb.Compare.EQUAL, pb.Compare.LESS
+
+
+class Calls(Protocol):
+    """What a transaction sends its reads through (``EtcdKV``)."""
+
+    def range(self, request: pb.RangeRequest) -> pb.RangeResponse: ...
+
+    def txn(self, request: pb.TxnRequest, *, idempotent: bool = True) -> pb.TxnResponse: ...
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -35,10 +44,10 @@ def _before(key: bytes, end: bytes) -> bool:
 
 
 class EtcdTxn:
-    """A transaction reading through ``call`` (``EtcdKV.call``), its keys under ``prefix``."""
+    """A transaction reading through ``etcd`` (an ``EtcdKV``), its keys under ``prefix``."""
 
-    def __init__(self, call: Call, prefix: bytes, write: bool) -> None:
-        self._call = call
+    def __init__(self, etcd: Calls, prefix: bytes, write: bool) -> None:
+        self._etcd = etcd
         self._prefix = prefix
         self._write = write
         self.revision = 0  # the snapshot, set by the first read
@@ -56,33 +65,32 @@ class EtcdTxn:
         if key is not None and len(key) > KEY_MAX:
             raise ValueError(f"key of {len(key)} bytes (at most {KEY_MAX})")
 
-    def _range(self, key: bytes, end: bytes | None, limit: int) -> tuple[list[Any], bool]:
-        body: dict[str, Any] = {"key": b64(key)}
-        if end is not None:
-            body["range_end"] = b64(end)
-        if limit:
-            body["limit"] = str(limit)
+    def _range(
+        self, key: bytes, end: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, bytes]], bool]:
+        request = pb.RangeRequest(key=key, range_end=end or b"", limit=limit)
         if self.revision:
-            answer = self._at_snapshot(body)
+            answer = self._at_snapshot(request)
         else:  # the first read: linearizable, it sees every commit before it
-            answer = self._call("/v3/kv/range", body)
-            self.revision = int(answer["header"]["revision"])
+            answer = self._etcd.range(request)
+            self.revision = answer.header.revision
         pairs = []
-        for kv in answer.get("kvs", []):
-            item = (unb64(kv["key"]), unb64(kv.get("value", "")), int(kv["mod_revision"]))
-            self.seen[item[0]] = item[1:]
-            pairs.append(item[:2])
-        return pairs, bool(answer.get("more", False))
+        for kv in answer.kvs:
+            self.seen[kv.key] = (kv.value, kv.mod_revision)
+            pairs.append((kv.key, kv.value))
+        return pairs, answer.more
 
-    def _at_snapshot(self, body: dict[str, Any]) -> Any:
+    def _at_snapshot(self, request: pb.RangeRequest) -> pb.RangeResponse:
         """A read at the snapshot revision, served by the member asked (no leader round trip)."""
-        body["revision"] = str(self.revision)
+        request.revision = self.revision
+        request.serializable = True
         try:
-            return self._call("/v3/kv/range", {**body, "serializable": True})
+            return self._etcd.range(request)
         except EtcdError as exc:  # a member behind the snapshot (after a failover)
             if exc.code != OUT_OF_RANGE or "future revision" not in exc.detail:
                 raise
-        return self._call("/v3/kv/range", body)
+        request.serializable = False
+        return self._etcd.range(request)
 
     def get(self, key: bytes) -> bytes | None:
         self._check(key)
@@ -108,17 +116,16 @@ class EtcdTxn:
         return [self.writes[f] if f in self.writes else self.seen[f][0] for f in fulls]
 
     def _read_many(self, fulls: list[bytes]) -> None:
-        at = {"revision": str(self.revision)} if self.revision else {}
-        ops = [{"request_range": {"key": b64(f), **at}} for f in fulls]
-        answer = self._call("/v3/kv/txn", {"success": ops})
+        ops = [
+            pb.RequestOp(request_range=pb.RangeRequest(key=f, revision=self.revision))
+            for f in fulls
+        ]
+        answer = self._etcd.txn(pb.TxnRequest(success=ops))
         if not self.revision:  # the first read of this transaction: its snapshot
-            self.revision = int(answer["header"]["revision"])
-        for full, response in zip(fulls, answer.get("responses", []), strict=True):
-            kvs = response.get("response_range", {}).get("kvs", [])
-            if kvs:
-                self.seen[full] = (unb64(kvs[0].get("value", "")), int(kvs[0]["mod_revision"]))
-            else:
-                self.seen[full] = (None, 0)
+            self.revision = answer.header.revision
+        for full, response in zip(fulls, answer.responses, strict=True):
+            kvs = response.response_range.kvs
+            self.seen[full] = (kvs[0].value, kvs[0].mod_revision) if kvs else (None, 0)
 
     def put(self, key: bytes, value: bytes) -> None:
         self._check(key, writing=True)
@@ -172,31 +179,27 @@ class EtcdTxn:
             if value is not None:
                 yield key, value
 
-    def commit_request(self) -> dict[str, Any] | None:
+    def commit_request(self) -> pb.TxnRequest | None:
         """The etcd Txn that commits this transaction; None when it wrote nothing."""
         if not self.writes:
             return None
         compares = [
-            {"key": b64(k), "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)}
+            pb.Compare(key=k, target=MOD, result=EQUAL, mod_revision=mod)
             for k, (_, mod) in self.seen.items()
         ]
         compares += [
-            {
-                "key": b64(start),
-                "range_end": b64(stop),
-                "target": "MOD",
-                "result": "LESS",
-                "mod_revision": str(self.revision + 1),
-            }
+            pb.Compare(
+                key=start, range_end=stop, target=MOD, result=LESS, mod_revision=self.revision + 1
+            )
             for start, stop in _coalesce(self.ranges)
         ]
         ops = [
-            {"request_delete_range": {"key": b64(k)}}
+            pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))
             if v is None
-            else {"request_put": {"key": b64(k), "value": b64(v)}}
+            else pb.RequestOp(request_put=pb.PutRequest(key=k, value=v))
             for k, v in self.writes.items()
         ]
-        return {"compare": compares, "success": ops}
+        return pb.TxnRequest(compare=compares, success=ops)
 
 
 def _coalesce(ranges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -2,8 +2,8 @@
 
 Keys live under ``prefix`` (several volumes, test runs or clusters of tree
 servers share one etcd); scans never leave it. etcd is reached through its
-v3 JSON gateway (``etcd_gateway``), with endpoint failover: a 3-member
-cluster that loses one member keeps serving.
+v3 gRPC API (``etcd_grpc``), with endpoint failover: a 3-member cluster that
+loses one member keeps serving.
 
 Isolation. A read transaction reads at one revision: the first read's header
 revision, passed as ``revision`` to every later range request, so it sees one
@@ -65,15 +65,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from cloudfs.errors import RemoteIOError, StartupError, TxnConflict, UsageError
-from cloudfs.meta.engine.etcd_gateway import (
+from cloudfs.etcdpb import rpc_pb2 as pb
+from cloudfs.meta.engine.etcd_grpc import (
     INVALID_ARGUMENT,
     OUT_OF_RANGE,
     RESOURCE_EXHAUSTED,
+    EtcdClient,
     EtcdError,
-    EtcdGateway,
     OutcomeUnknown,
-    b64,
-    unb64,
 )
 from cloudfs.meta.engine.etcd_lock import EtcdMutex, Fence
 from cloudfs.meta.engine.etcd_txn import EtcdTxn
@@ -83,7 +82,7 @@ log = logging.getLogger(__name__)
 
 COMMIT_SENDS = 8  # sends of one commit whose outcome stays unknown, ~3 s of pauses
 DEFAULT_PREFIX = b"cloudfs/"
-DEFAULT_TIMEOUT = 5.0  # seconds per HTTP request
+DEFAULT_TIMEOUT = 5.0  # seconds: the deadline of each etcd call
 DEFAULT_RETRY_FOR = 10.0  # seconds of failover before RemoteIOError
 
 
@@ -101,15 +100,22 @@ class EtcdKV:
         if not prefix:
             raise ValueError("an empty prefix would share etcd's whole key space")
         self.prefix = prefix
-        self._gateway = EtcdGateway(endpoints, timeout, retry_for)
-        self._timeout = timeout
+        self._client = EtcdClient(endpoints, timeout, retry_for)
         self._fences = threading.local()  # a Fence while this thread holds a mutex
         self._closed = False
 
-    def call(self, path: str, body: dict[str, Any], *, idempotent: bool = True) -> Any:
-        """A gateway call with etcd's refusals turned into the protocol's errors."""
+    def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
+        answer: pb.RangeResponse = self.call("Range", request)
+        return answer
+
+    def txn(self, request: pb.TxnRequest, *, idempotent: bool = True) -> pb.TxnResponse:
+        answer: pb.TxnResponse = self.call("Txn", request, idempotent=idempotent)
+        return answer
+
+    def call(self, method: str, request: Any, *, idempotent: bool = True) -> Any:
+        """A call of etcd's KV ``method``, its refusals turned into the protocol's errors."""
         try:
-            return self._gateway.call(path, body, idempotent=idempotent)
+            return self._client.call(method, request, idempotent=idempotent)
         except EtcdError as exc:
             if exc.code == OUT_OF_RANGE and "compacted" in exc.detail:
                 raise TxnConflict(f"snapshot compacted away: {exc.detail}") from exc
@@ -127,7 +133,7 @@ class EtcdKV:
     def transaction(self, write: bool) -> Iterator[EtcdTxn]:
         if self._closed:
             raise ValueError("engine is closed")
-        txn = EtcdTxn(self.call, self.prefix, write)
+        txn = EtcdTxn(self, self.prefix, write)
         fence: Fence | None = getattr(self._fences, "held", None) if write else None
         if fence is not None:  # the commit compares the lock key as if this txn had read it
             txn.seen[self.prefix + fence.key] = (fence.value, fence.mod_revision)
@@ -135,11 +141,11 @@ class EtcdKV:
             yield txn
         finally:
             txn.active = False
-        body = txn.commit_request() if write else None
-        if body is None:
+        request = txn.commit_request() if write else None
+        if request is None:
             return
         try:
-            self._commit(body, txn)
+            self._commit(request, txn)
         except TxnConflict:
             if fence is not None and not self._still_held(fence):
                 raise RemoteIOError(
@@ -148,30 +154,32 @@ class EtcdKV:
             raise
 
     def _still_held(self, fence: Fence) -> bool:
-        answer = self.call("/v3/kv/range", {"key": b64(self.prefix + fence.key)})
-        kvs = answer.get("kvs", [])
-        return bool(kvs) and int(kvs[0]["mod_revision"]) == fence.mod_revision
+        kvs = self.range(pb.RangeRequest(key=self.prefix + fence.key)).kvs
+        return bool(kvs) and kvs[0].mod_revision == fence.mod_revision
 
-    def _commit(self, body: dict[str, Any], txn: EtcdTxn) -> None:
+    def _commit(self, request: pb.TxnRequest, txn: EtcdTxn) -> None:
         """Send one commit; see the module docstring for what happens when its fate is unknown."""
         unknown: OutcomeUnknown | None = None
         for send in range(COMMIT_SENDS):
             if send:
                 time.sleep(min(1.0, 0.05 * 2**send) * random.uniform(0.5, 1.0))
             try:
-                answer = self.call("/v3/kv/txn", body, idempotent=False)
+                answer = self.txn(request, idempotent=False)
             except OutcomeUnknown as exc:
                 unknown = exc
                 puts = [k for k, v in txn.writes.items() if v is not None]
-                body["failure"] = [{"request_range": {"key": b64(k)}} for k in puts]
+                del request.failure[:]
+                request.failure.extend(
+                    pb.RequestOp(request_range=pb.RangeRequest(key=k)) for k in puts
+                )
                 continue
-            if answer.get("succeeded", False):
+            if answer.succeeded:
                 return
             if unknown is None:
                 raise TxnConflict("etcd transaction conflicted")
             if _applied(answer, txn):
                 return
-            if not body["failure"]:
+            if not request.failure:
                 raise RemoteIOError("etcd commit outcome unknown (a delete-only transaction)")
             raise TxnConflict("etcd transaction conflicted (after a lost answer)")
         raise RemoteIOError(f"etcd commit outcome unknown after {COMMIT_SENDS} sends") from unknown
@@ -187,31 +195,25 @@ class EtcdKV:
 
     def watch(self, key: bytes, end: bytes) -> EtcdWatch:
         """The changes to keys in [``key``, ``end``) (relative to the prefix) from now on."""
-        return EtcdWatch(
-            self._gateway.endpoints,
-            self.prefix + key,
-            self.prefix + end,
-            self._timeout,
-            strip=len(self.prefix),
-        )
+        return EtcdWatch(self._client, self.prefix + key, self.prefix + end, strip=len(self.prefix))
 
     def close(self) -> None:
         self._closed = True
-        self._gateway.close()
+        self._client.close()
 
 
-def _applied(answer: Any, txn: EtcdTxn) -> bool:
+def _applied(answer: pb.TxnResponse, txn: EtcdTxn) -> bool:
     """Whether the failure branch's reads show every put of ``txn`` applied at one revision."""
     puts = [v for v in txn.writes.values() if v is not None]
-    responses = answer.get("responses", [])
+    responses = answer.responses
     if not puts or len(responses) != len(puts):
         return False
     revisions = set()
     for value, response in zip(puts, responses, strict=True):
-        kvs = response.get("response_range", {}).get("kvs", [])
-        if len(kvs) != 1 or unb64(kvs[0].get("value", "")) != value:
+        kvs = response.response_range.kvs
+        if len(kvs) != 1 or kvs[0].value != value:
             return False
-        revisions.add(int(kvs[0]["mod_revision"]))
+        revisions.add(kvs[0].mod_revision)
     return len(revisions) == 1 and revisions.pop() > txn.revision
 
 

@@ -1,4 +1,5 @@
-"""The committed gRPC stubs (cloudfs/v1) are what proto/generate.sh makes of proto/."""
+"""The committed gRPC stubs (cloudfs/v1, cloudfs/etcdpb) are what proto/generate.sh makes
+of proto/."""
 
 from __future__ import annotations
 
@@ -8,19 +9,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
+PACKAGES = ("v1", "etcdpb")
 
 
 def test_the_committed_stubs_match_the_proto(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools", reason="needs grpcio-tools (the [test] extra)")
-    (tmp_path / "cloudfs" / "v1").mkdir(parents=True)
+    for package in PACKAGES:
+        (tmp_path / "cloudfs" / package).mkdir(parents=True)
     subprocess.run(
         ["bash", str(REPO / "proto" / "generate.sh"), str(tmp_path)], check=True, timeout=120
     )
-    generated = sorted(p.name for p in (tmp_path / "cloudfs" / "v1").iterdir())
-    committed = sorted(p.name for p in (REPO / "cloudfs" / "v1").iterdir() if p.is_file())
-    assert generated == committed
-    for name in generated:
-        fresh = (tmp_path / "cloudfs" / "v1" / name).read_text()
-        assert fresh == (REPO / "cloudfs" / "v1" / name).read_text(), (
-            f"{name}: run proto/generate.sh"
-        )
+    for package in PACKAGES:
+        fresh_dir, committed_dir = tmp_path / "cloudfs" / package, REPO / "cloudfs" / package
+        generated = sorted(p.name for p in fresh_dir.iterdir())
+        committed = sorted(p.name for p in committed_dir.iterdir() if p.is_file())
+        assert generated == committed, package
+        for name in generated:
+            fresh = (fresh_dir / name).read_text()
+            assert fresh == (committed_dir / name).read_text(), (
+                f"cloudfs/{package}/{name}: run proto/generate.sh"
+            )
