@@ -117,7 +117,8 @@ def test_a_create_waits_for_a_rename_onto_its_name(
     meta, store = world
     d = meta.mkdir(R, b"d", DIR, 0, 0).inode
     meta.mkdir(R, b"src", DIR, 0, 0)  # a directory: its rename is a UFS call
-    made = _create_while_gated(meta, store, "rename_dir", lambda: meta.rename(R, b"src", d, b"x"), d)
+    move = lambda: meta.rename(R, b"src", d, b"x")  # noqa: E731
+    made = _create_while_gated(meta, store, "rename_dir", move, d)
     assert isinstance(made, FsError) and made.errno == errno.EEXIST
     assert stat.S_ISDIR(meta.lookup(d, b"x").mode)
 
