@@ -2,15 +2,14 @@
 
 This class only adds concurrency control to the tree operations in
 ``cloudfs.meta.engine``: it makes directories fresh from the UFS before an
-operation reads or changes them (``DirectoryLoader``), and serializes the
-namespace changes that call the UFS or decide what it holds (mkdir, link,
-unlink, rmdir, rename, commit_upload, listing merges) with one namespace
-lock, so that the UFS call made between an operation's read and write
-transactions acts on a namespace nobody else changes meanwhile (over etcd,
-the lock is shared by every tree server: ``ns_lock``). New files, fifos,
-devices and symlinks are one transaction each and never wait for that lock,
-only for a reservation of their own name (``reserve``); nor do reads (lookup,
-getattr, readdir) and attribute updates.
+operation reads or changes them (``DirectoryLoader``). Namespace changes take
+no volume-wide lock: each is one transaction, or, when it calls the UFS
+between plan and commit (mkdir, unlink, rmdir, rename), two transactions
+that reserve the names and inodes it changes meanwhile (``reserve``), so
+changes of different names never wait for each other. Two things still take
+the namespace lock (over etcd shared by every tree server: ``ns_lock``): a
+rename that moves a directory present in the UFS (it changes every key below
+it), and the merge of a UFS listing.
 
 With ``revalidate`` (the mount and the tree service turn it on), lookups and
 readdirs of a directory listed before are answered from its listing even past
@@ -194,8 +193,7 @@ class EmbeddedMeta:
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
-        with self._ns_lock:
-            return ops_create.mkdir(self._ctx, parent, name, mode, uid, gid)
+        return ops_create.mkdir(self._ctx, parent, name, mode, uid, gid)
 
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
         validate_name(name)
@@ -208,21 +206,18 @@ class EmbeddedMeta:
     def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
         validate_name(new_name)
         self._loader.ensure_fresh(new_parent)
-        with self._ns_lock:
-            return ops_create.link(self._ctx, inode, new_parent, new_name)
+        return ops_create.link(self._ctx, inode, new_parent, new_name)
 
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         validate_name(name)
         self._loader.ensure_fresh(parent)
-        with self._ns_lock:
-            return ops_remove.unlink(self._ctx, parent, name)
+        return ops_remove.unlink(self._ctx, parent, name)
 
     def rmdir(self, parent: InodeId, name: bytes) -> None:
         validate_name(name)
         self._loader.ensure_fresh(parent)
         self._fresh_child_dir(parent, name)
-        with self._ns_lock:
-            ops_remove.rmdir(self._ctx, parent, name)
+        ops_remove.rmdir(self._ctx, parent, name)
 
     def rename(
         self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
@@ -232,11 +227,10 @@ class EmbeddedMeta:
         self._loader.ensure_fresh(parent)
         self._loader.ensure_fresh(new_parent)
         self._fresh_child_dir(new_parent, new_name)
-        with self._ns_lock:
-            moved, replaced = ops_rename.rename(
-                self._ctx, parent, name, new_parent, new_name, flags
-            )
-            self._loader.bump(moved, replaced)
+        moved, replaced = ops_rename.rename(
+            self._ctx, parent, name, new_parent, new_name, flags, self._ns_lock
+        )
+        self._loader.bump(moved, replaced)
 
     def getxattr(self, inode: InodeId, name: bytes) -> bytes:
         return ops_attr.getxattr(self._ctx, inode, name)
@@ -276,12 +270,10 @@ class EmbeddedMeta:
     def commit_upload(
         self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
     ) -> Attr:
-        with self._ns_lock:
-            return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag, key)
+        return ops_attr.commit_upload(self._ctx, inode, size, mtime_ns, etag, key)
 
     def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
-        with self._ns_lock:
-            return ops_attr.commit_pending(self._ctx, inode, size, mtime_ns)
+        return ops_attr.commit_pending(self._ctx, inode, size, mtime_ns)
 
     def changes(self) -> Iterator[Invalidation]:
         """What UFS listings changed, as they commit (``ChangeSource``); ends at ``close``.

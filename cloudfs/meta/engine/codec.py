@@ -13,8 +13,9 @@ Keys (integers are 8-byte big-endian so that byte order is numeric order):
 ``V`` ino                              directory's change token (8 random bytes)
 ``C:next_inode`` / ``C:inode_count``   counters (8 bytes)
 ``C:inode_count/`` shard               more of the inode counter (``tree.count_shard``)
-``R`` ino / ``R`` parent name          reservation of a directory / a name while a
+``R`` ino / ``R`` parent name          reservation of an inode / a name while a
                                        namespace change calls the UFS (``reserve``)
+``F``                                  the fence of a directory rename (``reserve``)
 =====================================  ======================================
 
 The inode count is the sum of ``C:inode_count`` and its shards: a change adds
@@ -203,11 +204,11 @@ def count_shard_key(ino: int) -> bytes:
     return INODE_COUNT_KEY + b"/" + u64(ino % INODE_COUNT_SHARDS)
 
 
-def reserved_dir_key(ino: int) -> bytes:
-    """Held while directory ``ino`` may be removed (rmdir): no new name goes in."""
+def reserved_inode_key(ino: int) -> bytes:
+    """Held while inode ``ino``'s UFS presence changes, or it is removed (``reserve``)."""
     return b"R" + u64(ino)
 
 
 def reserved_name_key(parent: int, name: bytes) -> bytes:
-    """Held while ``name`` in ``parent`` is being made or renamed onto in the UFS."""
+    """Held while ``name`` in ``parent`` is being made, removed or renamed (``reserve``)."""
     return b"R" + u64(parent) + name

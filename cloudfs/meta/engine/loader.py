@@ -5,15 +5,19 @@ the TTL. A per-directory lock makes a second thread wait for the first one's
 listing and then reuse it (it re-checks freshness after the wait).
 
 The listing runs without the namespace lock (a 10,000-entry S3 listing takes
-seconds) and is merged under it. A namespace change in that directory while
+seconds) and is merged under it (which keeps directory moves in the UFS out). A namespace change in that directory while
 the listing was in flight would be undone by merging the stale listing (a
 directory just made removed, an unlinked object resurrected, a file uploaded
 meanwhile dropped as gone from the UFS), in this server or in another one
 sharing the tree. Every such change rewrites the directory's change token
 (``tree.mark_changed``), so the token is read before the listing and again
-under the namespace lock: if it changed, or the directory moved (its key
+in the merge's transaction: if it changed, or the directory moved (its key
 changed, ``bump``), the listing is taken again. The last try holds the
-namespace lock throughout, so it always finishes. Lock order: directory lock,
+namespace lock throughout (no directory moves in the UFS meanwhile) and
+always finishes: namespace changes take no lock, so it notes every entry's
+version before listing and the merge leaves alone every name whose entry
+changed meanwhile (``merge_listing``'s ``trust``); the next listing decides
+those. Lock order: directory lock,
 then namespace lock; never the reverse (mutations make directories fresh
 before taking the namespace lock).
 
@@ -40,11 +44,17 @@ from cloudfs.errors import RemoteIOError
 from cloudfs.meta.engine import tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
+from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.engine.locks import KeyedLocks
 from cloudfs.meta.engine.ns_lock import NamespaceLock
 from cloudfs.meta.engine.relister import BackgroundRelister
-from cloudfs.meta.engine.ufs_sync import list_directory, merge_listing
+from cloudfs.meta.engine.ufs_sync import (
+    MergeChanges,
+    entry_versions,
+    list_directory,
+    merge_listing,
+)
 from cloudfs.meta.interface import Invalidation
 
 OPTIMISTIC_TRIES = 2
@@ -136,7 +146,7 @@ class DirectoryLoader:
     def _snapshot(self, ino: int) -> tuple[str, bytes | None]:
         """Directory ``ino``'s UFS key and change token."""
         with self._ctx.kv.transaction(write=False) as txn:
-            return tree.key_of(txn, ino), tree.change_token(txn, ino)
+            return _snapshot_in(txn, ino)
 
     def ensure_fresh(self, ino: int) -> None:
         """List directory ``ino`` from the UFS if stale (``NotADirectory``, ``NotFound``).
@@ -215,19 +225,29 @@ class DirectoryLoader:
                 self._moved[ino] = 0
             try:
                 before = self._snapshot(ino)
+                trust = None
+                if final:  # changes take no lock: the listing speaks only for names
+                    with self._ctx.kv.transaction(write=False) as txn:  # left as they were
+                        trust = entry_versions(txn, ino)
                 listing = list_directory(self._ctx.store, before[0])
                 with self._ns_lock:
                     if self._relister is not None and self._relister.closed:
                         return True  # closing: the engine may be gone, drop the listing
                     with self._guard:
                         moved = self._moved[ino] != 0
-                    if not final and (moved or self._snapshot(ino) != before):
-                        return False  # changed while listed: the listing may be stale
+                    if not final and moved:
+                        return False  # moved while listed: the listing may be of another key
                     now, settings = self._ctx.clock(), self._ctx.settings
-                    seen = write_txn(
-                        self._ctx.kv,
-                        lambda txn: merge_listing(txn, ino, listing, now, settings),
-                    )
+
+                    def merge(txn: KVTxn) -> MergeChanges | None:
+                        # checked in the merge's own transaction: changes take no lock
+                        if not final and _snapshot_in(txn, ino) != before:
+                            return None  # changed while listed: the listing may be stale
+                        return merge_listing(txn, ino, listing, now, settings, trust)
+
+                    seen = write_txn(self._ctx.kv, merge)
+                    if seen is None:
+                        return False
                     change = seen.to_invalidation()
                     if change is not None:
                         self._on_change(change)
@@ -237,3 +257,7 @@ class DirectoryLoader:
             finally:
                 with self._guard:
                     del self._moved[ino]
+
+
+def _snapshot_in(txn: KVTxn, ino: int) -> tuple[str, bytes | None]:
+    return tree.key_of(txn, ino), tree.change_token(txn, ino)

@@ -1,8 +1,9 @@
-"""The namespace lock of one tree: one namespace change at a time, in every server.
+"""The namespace lock of one tree: one exclusive change at a time, in every server.
 
-A namespace change (create, rename, unlink...) reads the tree, may call the
-UFS (delete, rename or make a marker object), then writes the tree; what the
-read decided must still hold when the write commits. Within one process a
+Namespace changes do not take it (``reserve``): only a rename that moves a
+directory present in the UFS (every key below it changes) and the merge of a
+UFS listing do. Such a change reads the tree, may call the UFS, then writes
+the tree; what the read decided must still hold when the write commits. Within one process a
 reentrant lock gives that. When several tree servers share one engine (etcd),
 the lock must also hold across them: ``NamespaceLock`` then takes the
 engine's ``Mutex`` (``SharedKV.mutex``) when this process's outermost holder

@@ -20,7 +20,7 @@ from cloudfs.errors import (
     NoAttribute,
     ObjectChanged,
 )
-from cloudfs.meta.engine import codec, ops_session, tree
+from cloudfs.meta.engine import codec, ops_session, reserve, tree
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
@@ -176,6 +176,7 @@ def commit_upload(
     now = ctx.clock()
 
     def apply(txn: KVTxn) -> Attr:
+        _check_unreserved(ctx, txn, ino)
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
@@ -189,7 +190,13 @@ def commit_upload(
             tree.mark_changed(txn, rec.parent)
         return tree.to_attr(ino, rec)
 
-    return write_txn(ctx.kv, apply)
+    return reserve.wait_out(lambda: write_txn(ctx.kv, apply), ctx.clock)
+
+
+def _check_unreserved(ctx: TreeContext, txn: KVTxn, ino: int) -> None:
+    """A commit waits while a rename or unlink of the file, or a directory rename (the
+    fence), is under way: what it records depends on the file's name and key."""
+    reserve.check(txn, [codec.reserved_inode_key(ino)], ctx.clock(), fence=True)
 
 
 def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr:
@@ -201,6 +208,7 @@ def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr
     now = ctx.clock()
 
     def apply(txn: KVTxn) -> Attr:
+        _check_unreserved(ctx, txn, ino)
         rec = tree.load(txn, ino)
         if not stat.S_ISREG(rec.mode):
             raise IsADirectory if tree.is_dir(rec) else InvalidArgument("not a regular file")
@@ -210,4 +218,4 @@ def commit_pending(ctx: TreeContext, ino: int, size: int, mtime_ns: int) -> Attr
             tree.mark_changed(txn, rec.parent)
         return tree.to_attr(ino, rec)
 
-    return write_txn(ctx.kv, apply)
+    return reserve.wait_out(lambda: write_txn(ctx.kv, apply), ctx.clock)

@@ -5,9 +5,9 @@ every new name's key must be one the UFS can hold (``ufs_names``), checked in
 the transaction that adds it (and before the marker). New files stay tree-only
 (etag "") until the data layer uploads them and calls ``commit_upload``.
 
-create, mknod and symlink are one transaction each and take no lock: they
-wait only for a reservation (``reserve``) of their name or directory. The
-caller (``EmbeddedMeta``) holds the namespace lock for mkdir and link. New
+create, mknod, symlink and link are one transaction each and take no lock:
+they wait only for a reservation (``reserve``) of their name, directory or
+inode; mkdir reserves its name while it makes the marker. New
 inode numbers come from this process's batch (``InodeNumbers``), and a new
 inode counts in its own counter shard, so concurrent creates in different
 directories share no key. Write transactions go through ``write_txn`` (re-run
@@ -72,12 +72,12 @@ def _insert(
     """Add ``name`` in ``parent`` for the new inode ``ino`` with record ``rec``
     (``AlreadyExists`` if taken, the store's error if it cannot hold the key); returns
     its attributes and UFS key."""
-    keys = [codec.reserved_name_key(parent, name), codec.reserved_dir_key(parent)]
+    keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(parent)]
     txn.get_many(  # every key read below, in one round trip where the engine is remote
         [codec.inode_key(parent), codec.dentry_key(parent, name), *keys]
     )
     parent_rec = _check_free(txn, parent, name)
-    if op != "mkdir":  # mkdir holds the namespace lock and reserved the name itself
+    if op != "mkdir":  # mkdir reserved the name itself
         reserve.check(txn, keys, ctx.clock())
     key = tree.entry_key(txn, parent, name)
     check_key(ctx.store, op, key, directory=tree.is_dir(rec))
@@ -163,48 +163,39 @@ def _create(
 
 
 def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
-    """The marker first, then the tree; the caller holds the namespace lock, and the
-    name is reserved meanwhile so that no create takes it (``reserve``)."""
+    """The marker first, then the tree; the name is reserved meanwhile (``reserve``)."""
     validate_name(name)
-    held = [codec.reserved_name_key(parent, name)]
 
-    def plan(txn: KVTxn) -> str:
+    def plan(txn: KVTxn) -> tuple[str, list[bytes]]:
         _check_free(txn, parent, name)
-        reserve.hold(txn, held, ctx.clock())
-        return tree.entry_key(txn, parent, name)
+        reserve.check(txn, [codec.reserved_inode_key(parent)], ctx.clock())  # no rmdir of it
+        return tree.entry_key(txn, parent, name), [codec.reserved_name_key(parent, name)]
 
-    key = write_txn(ctx.kv, plan)
-    try:
+    numbers: list[int] = []
+
+    def in_store(key: str) -> None:
         check_key(ctx.store, "mkdir", key, directory=True)
         call_store(ctx.store.make_dir, key)
-        ino = ctx.numbers.take(ctx.kv)
-    except BaseException:
-        reserve.drop_now(ctx.kv, held)
-        raise
-    now = ctx.clock()
-    # A directory we just made is empty in the UFS too: it counts as listed.
-    rec = InodeRecord(
-        mode=stat.S_IFDIR | (mode & 0o7777),
-        nlink=2,
-        uid=uid,
-        gid=gid,
-        size=0,
-        atime_ns=now,
-        mtime_ns=now,
-        ctime_ns=now,
-        loaded_at_ns=now,
-        ufs=True,
-    )
+        numbers.append(ctx.numbers.take(ctx.kv))
 
-    def insert(txn: KVTxn) -> Attr:
-        reserve.drop(txn, held)
-        return _insert(txn, ctx, "mkdir", parent, name, rec, now, ino)[0]
+    def insert(txn: KVTxn, key: str) -> Attr:
+        now = ctx.clock()
+        # A directory we just made is empty in the UFS too: it counts as listed.
+        rec = InodeRecord(
+            mode=stat.S_IFDIR | (mode & 0o7777),
+            nlink=2,
+            uid=uid,
+            gid=gid,
+            size=0,
+            atime_ns=now,
+            mtime_ns=now,
+            ctime_ns=now,
+            loaded_at_ns=now,
+            ufs=True,
+        )
+        return _insert(txn, ctx, "mkdir", parent, name, rec, now, numbers[0])[0]
 
-    try:
-        return write_txn(ctx.kv, insert)
-    except BaseException:
-        reserve.drop_now(ctx.kv, held)
-        raise
+    return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, insert)
 
 
 def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
@@ -234,6 +225,15 @@ def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
     now = ctx.clock()
 
     def add_link(txn: KVTxn) -> Attr:
+        reserve.check(  # the file's object, the new name and its directory: none changing
+            txn,
+            [
+                codec.reserved_inode_key(ino),
+                codec.reserved_name_key(new_parent, new_name),
+                codec.reserved_inode_key(new_parent),
+            ],
+            ctx.clock(),
+        )
         rec = tree.load(txn, ino)
         if tree.is_dir(rec):
             raise NotPermitted("hard link to a directory")
@@ -251,4 +251,4 @@ def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
         tree.touch(txn, new_parent, now)
         return tree.to_attr(ino, rec)
 
-    return write_txn(ctx.kv, add_link)
+    return reserve.wait_out(lambda: write_txn(ctx.kv, add_link), ctx.clock)

@@ -3,10 +3,10 @@
 Unlinking the last name of an uploaded file deletes its object; unlinking the
 primary name of a file that has other hard links moves the object to the key
 of the link that becomes primary (``tree.drop_name`` promotes the same one).
-If the UFS call fails the tree is untouched and the error propagates. The
-caller (``EmbeddedMeta``) holds the namespace lock, so what the read phase
-decided still holds in the write phase. Only the write phase is re-run when
-its transaction conflicts (etcd, ``write_txn``): never the UFS call.
+If the UFS call fails the tree is untouched and the error propagates. No
+lock: the plan reserves the name and the inode (``reserve.in_ufs``), so what
+it decided still holds when the change commits. Only the transactions are
+re-run when they conflict (etcd, ``write_txn``): never the UFS call.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
-from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.types import Attr
@@ -24,7 +23,8 @@ from cloudfs.types import Attr
 
 def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
     validate_name(name)
-    with ctx.kv.transaction(write=False) as txn:
+
+    def plan(txn: KVTxn) -> tuple[tuple[int, tuple[str, str] | None, str | None], list[bytes]]:
         tree.load_dir(txn, parent)
         ino = tree.child(txn, parent, name)
         if ino is None:
@@ -41,26 +41,31 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
                 move = (key, tree.entry_key(txn, *links[0]))
             else:
                 delete = key
-    if move is not None:
-        call_store(ctx.store.rename, *move)
-    elif delete is not None:
-        call_store(ctx.store.delete, delete)
-    now = ctx.clock()
+        keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(ino)]
+        return (ino, move, delete), keys
 
-    def drop(txn: KVTxn) -> Attr:
+    def in_store(planned: tuple[int, tuple[str, str] | None, str | None]) -> None:
+        _, move, delete = planned
+        if move is not None:
+            call_store(ctx.store.rename, *move)
+        elif delete is not None:
+            call_store(ctx.store.delete, delete)
+
+    def drop(txn: KVTxn, planned: tuple[int, tuple[str, str] | None, str | None]) -> Attr:
+        ino, now = planned[0], ctx.clock()
         rec = tree.drop_name(txn, parent, name, ino, tree.load(txn, ino), now)
         tree.touch(txn, parent, now)
         return tree.to_attr(ino, rec)
 
-    return write_txn(ctx.kv, drop)
+    return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, drop)
 
 
 def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
-    """The marker first, then the tree; the directory is reserved meanwhile so that no
-    create (which takes no lock) puts a name in it (``reserve``)."""
+    """The marker first, then the tree; the name and the directory are reserved
+    meanwhile, so that no create (nor anything else) puts a name in it."""
     validate_name(name)
 
-    def plan(txn: KVTxn) -> tuple[int, InodeRecord, str]:
+    def plan(txn: KVTxn) -> tuple[tuple[int, InodeRecord, str], list[bytes]]:
         tree.load_dir(txn, parent)
         ino = tree.child(txn, parent, name)
         if ino is None:
@@ -70,22 +75,16 @@ def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
             raise NotADirectory(f"{name!r} is not a directory")
         if tree.has_children(txn, ino):
             raise NotEmpty(f"{name!r} is not empty")
-        reserve.hold(txn, [codec.reserved_dir_key(ino)], ctx.clock())
-        return ino, rec, tree.entry_key(txn, parent, name)
+        keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(ino)]
+        return (ino, rec, tree.entry_key(txn, parent, name)), keys
 
-    ino, rec, key = write_txn(ctx.kv, plan)
-    held = [codec.reserved_dir_key(ino)]
-    now = ctx.clock()
-
-    def remove(txn: KVTxn) -> None:
-        reserve.drop(txn, held)
-        tree.remove_dir_entry(txn, parent, name, ino)
-        tree.touch(txn, parent, now)
-
-    try:
+    def in_store(planned: tuple[int, InodeRecord, str]) -> None:
+        _, rec, key = planned
         if rec.ufs:
             call_store(ctx.store.remove_dir, key)
-        write_txn(ctx.kv, remove)
-    except BaseException:
-        reserve.drop_now(ctx.kv, held)
-        raise
+
+    def remove(txn: KVTxn, planned: tuple[int, InodeRecord, str]) -> None:
+        tree.remove_dir_entry(txn, parent, name, planned[0])
+        tree.touch(txn, parent, ctx.clock())
+
+    reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, remove)

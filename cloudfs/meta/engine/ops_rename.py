@@ -17,10 +17,14 @@ checkpoint pattern, needs no UFS call and works while the UFS is away.
 
 An exchange of two UFS entries goes through a temporary key next to the
 target; if the store fails half-way the tree is unchanged and the UFS may hold
-the temporary key until a listing shows it. The caller holds the namespace
-lock; from plan to commit, a rename reserves the free name it takes, or the
-empty directory it replaces, so that no create (which takes no lock) gets
-in meanwhile (``reserve``).
+the temporary key until a listing shows it.
+
+No lock as a rule: from plan to commit, a rename reserves both names and both inodes
+(``reserve``), so nothing else changes them meanwhile; a rename with nothing
+to do in the UFS plans again in its commit, so two directory moves that
+would make a cycle together cannot both commit. A rename that moves a
+directory present in the UFS changes every key below it: it runs exclusive,
+under the namespace lock and the fence.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import stat
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
 from cloudfs.errors import (
@@ -42,7 +47,6 @@ from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
-from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.meta.engine.ufs_names import check_key, check_subtree
@@ -58,6 +62,7 @@ class _Plan:
     dst: int | None
     steps: list[Step] = field(default_factory=list)
     adopt: bool = False  # the source takes over the object it replaces
+    moves_dir: bool = False  # a directory present in the UFS moves: every key below it
 
 
 def _uploads_here(rec: InodeRecord, parent: int, name: bytes) -> bool:
@@ -126,13 +131,14 @@ def _plan(
     src_key, dst_key = tree.entry_key(txn, *old), tree.entry_key(txn, *new)
     s_kind = _presence(src_rec, *old)
     _check_moved(txn, store, src, src_rec, src_key, dst_key)
-    plan = _Plan(src, dst)
+    plan = _Plan(src, dst, moves_dir=s_kind == "dir")
     if flags & RENAME_EXCHANGE:
         assert dst is not None and dst_rec is not None
         if tree.is_dir(dst_rec) and tree.is_ancestor(txn, dst, old[0]):
             raise InvalidArgument("cannot move a directory into itself")
         d_kind = _presence(dst_rec, *new)
         _check_moved(txn, store, dst, dst_rec, dst_key, src_key)
+        plan.moves_dir = plan.moves_dir or d_kind == "dir"
         if s_kind and d_kind:
             tmp = _exchange_tmp(dst_key)
             check_key(store, "rename", tmp, directory=d_kind == "dir")
@@ -201,46 +207,65 @@ def _apply(
         tree.touch(txn, new[0], now, nlink_delta=subdir_moves)
 
 
+class NeedsFence(Exception):
+    """The rename moves a directory present in the UFS: run it exclusive (``reserve``)."""
+
+
 def rename(
-    ctx: TreeContext, parent: int, name: bytes, new_parent: int, new_name: bytes, flags: int
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    new_parent: int,
+    new_name: bytes,
+    flags: int,
+    exclusive: AbstractContextManager[object],
 ) -> tuple[int, int | None]:
-    """Rename; returns (moved inode, replaced or exchanged inode) for lock bookkeeping."""
+    """Rename; returns (moved inode, replaced or exchanged inode) for lock bookkeeping.
+
+    ``exclusive``: the namespace lock, taken (with the fence) only by a rename that
+    moves a directory present in the UFS."""
     validate_name(name)
     validate_name(new_name)
     if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or flags == (
         RENAME_NOREPLACE | RENAME_EXCHANGE
     ):
         raise InvalidArgument(f"bad rename flags {flags:#x}")
-    old, new = (parent, name), (new_parent, new_name)
-    held: list[bytes] = []
+    try:
+        return _rename(ctx, (parent, name), (new_parent, new_name), flags, fence=False)
+    except NeedsFence:
+        with exclusive:
+            return _rename(ctx, (parent, name), (new_parent, new_name), flags, fence=True)
 
-    def plan_and_hold(txn: KVTxn) -> _Plan | None:
-        held.clear()
-        found = _plan(txn, ctx.store, old, new, flags)
-        if found is None or flags & RENAME_EXCHANGE:
-            return found
-        if found.dst is None:  # no create may take the name meanwhile
-            held.append(codec.reserved_name_key(*new))
-        elif tree.is_dir(tree.load(txn, found.dst)):  # nor go into the directory replaced
-            held.append(codec.reserved_dir_key(found.dst))
-        reserve.hold(txn, held, ctx.clock())
-        return found
 
-    plan = write_txn(ctx.kv, plan_and_hold)
-    if plan is None:
-        return 0, None
+def _rename(
+    ctx: TreeContext, old: tuple[int, bytes], new: tuple[int, bytes], flags: int, fence: bool
+) -> tuple[int, int | None]:
     exchange = bool(flags & RENAME_EXCHANGE)
 
-    def apply(txn: KVTxn) -> None:
-        reserve.drop(txn, held)
-        _apply(txn, plan, old, new, exchange, ctx.clock())
+    def plan(txn: KVTxn) -> tuple[_Plan | None, list[bytes]]:
+        found = _plan(txn, ctx.store, old, new, flags)
+        if found is None:
+            return None, []
+        if found.moves_dir and not fence:
+            raise NeedsFence()
+        keys = [codec.reserved_name_key(*old), codec.reserved_name_key(*new)]
+        keys.append(codec.reserved_inode_key(found.src))
+        if found.dst is not None:
+            keys.append(codec.reserved_inode_key(found.dst))
+        return found, keys
 
-    try:
-        for step in plan.steps:
+    def in_store(found: _Plan | None) -> None:
+        for step in found.steps if found is not None else []:
             step()
-        write_txn(ctx.kv, apply)
-    except BaseException:
-        if held:
-            reserve.drop_now(ctx.kv, held)
-        raise
-    return plan.src, plan.dst
+
+    def apply(txn: KVTxn, found: _Plan | None) -> tuple[int, int | None]:
+        if found is None:
+            return 0, None
+        if not found.steps:  # nothing in the UFS yet: plan again, on what holds now
+            found = _plan(txn, ctx.store, old, new, flags)
+            if found is None:
+                return 0, None
+        _apply(txn, found, old, new, exchange, ctx.clock())
+        return found.src, found.dst
+
+    return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, apply, fence=fence)

@@ -1,23 +1,32 @@
-"""Reservations: what a namespace change calling the UFS keeps lock-free creates out of.
+"""Reservations: how namespace changes that call the UFS run without a volume-wide lock.
 
-Creates of files, fifos, sockets, devices and symlinks only write the tree,
-so they run without the namespace lock (``EmbeddedMeta``): each is one
-transaction over the keys it reads and writes, and over etcd two creates
-conflict only when they touch the same keys. The changes that call the UFS
-between planning and committing (mkdir, rename, rmdir) still hold the lock
-among themselves, but a create could slip in between their plan and their
-commit and take the very name they are making in the UFS, or put a name in
-the directory they are removing. So such a change first commits a
-reservation, in the transaction that plans it:
+A change that touches the UFS between planning and committing (mkdir, unlink,
+rmdir, rename) cannot be one transaction: the UFS call must not be repeated
+when the transaction conflicts. So it plans in a first transaction that also
+**reserves** every name and inode its decision rests on, calls the UFS, and
+commits in a second transaction that drops them (``in_ufs``). While a
+reservation lives, any other change that needs the same name or inode waits
+(``wait_out``): a create of that name, an unlink of that file, a link to it,
+a rename onto it, an upload's commit of it. Changes of other names and other
+inodes never wait for each other, on one tree server or several.
 
-* mkdir and rename reserve the name they make (``reserved_name_key``);
-* rmdir reserves the directory it removes (``reserved_dir_key``);
+* ``reserved_name_key(parent, name)``: a name being made, removed or renamed;
+* ``reserved_inode_key(ino)``: an inode whose UFS object (or directory
+  marker) is being moved or deleted, or a directory being removed (no new
+  name goes in).
 
-and drops it in the transaction that commits the change (or after a failed
-UFS call). A create reads both keys of its (parent, name) in its
-transaction; finding a live one, it waits and tries again (``wait_out``).
-Over etcd the two transactions read each other's keys, so whichever commits
-second sees the first or conflicts and runs again: never both.
+Changes that only write the tree (create, mknod, symlink, link, the commits
+of uploads) are one transaction that reads the reservations it must respect,
+so over etcd whichever of two such transactions commits second sees the other
+or conflicts and runs again: never both. A listing merge leaves reserved
+names alone (``reserved_names``): the UFS may be half-way through them.
+
+One change is still exclusive: a rename that moves a directory present in
+the UFS changes the keys of everything below it, which no per-name
+reservation covers. It takes the **fence** (``FENCE_KEY``) in its plan
+transaction, with the namespace lock held, and waits until every other
+reservation is gone (``wait_clear``); every planned change checks the fence
+and waits while it lives. Training workloads rarely rename directories.
 
 A reservation carries its expiry: one left by a server that died mid-change
 is ignored after ``HOLD_FOR`` seconds.
@@ -35,11 +44,13 @@ from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
 
-R = TypeVar("R")
+P = TypeVar("P")
+T = TypeVar("T")
 
 HOLD_FOR = 60.0  # seconds a reservation lives: more than any UFS call with its retries
-PAUSE_FIRST = 0.002  # seconds between a waiting create's tries, doubling
+PAUSE_FIRST = 0.002  # seconds between a waiting change's tries, doubling
 PAUSE_MAX = 0.1
+FENCE_KEY = b"F"
 
 
 class Reserved(Exception):
@@ -50,16 +61,21 @@ class Reserved(Exception):
         self.until = until
 
 
-def check(txn: KVTxn, keys: list[bytes], now: int) -> None:
-    """Raise ``Reserved`` if one of ``keys`` holds a live reservation."""
-    for value in txn.get_many(keys):
-        if value is not None and codec.from_u64(value) > now:
+def _live(value: bytes | None, now: int) -> bool:
+    return value is not None and codec.from_u64(value) > now
+
+
+def check(txn: KVTxn, keys: list[bytes], now: int, *, fence: bool = False) -> None:
+    """Raise ``Reserved`` if one of ``keys`` (or, with ``fence``, the fence) is live."""
+    wanted = [*keys, FENCE_KEY] if fence else keys
+    for value in txn.get_many(wanted):
+        if _live(value, now):
+            assert value is not None
             raise Reserved(codec.from_u64(value))
 
 
 def hold(txn: KVTxn, keys: list[bytes], now: int) -> None:
-    """Reserve ``keys`` (the caller holds the namespace lock: no other holder can
-    have a live one, and creates never take them)."""
+    """Reserve ``keys`` (after ``check``ing them in the same transaction)."""
     until = codec.u64(now + int(HOLD_FOR * 1e9))
     for key in keys:
         txn.put(key, until)
@@ -75,7 +91,14 @@ def drop_now(kv: KVEngine, keys: list[bytes]) -> None:
     write_txn(kv, lambda txn: drop(txn, keys))
 
 
-def wait_out(fn: Callable[[], R], clock: Callable[[], int]) -> R:
+def reserved_names(txn: KVTxn, dir_ino: int, now: int) -> set[bytes]:
+    """The names of directory ``dir_ino`` that a change in flight holds."""
+    prefix = codec.reserved_inode_key(dir_ino)
+    skip = len(prefix)
+    return {k[skip:] for k, v in txn.scan(prefix) if len(k) > skip and _live(v, now)}
+
+
+def wait_out(fn: Callable[[], T], clock: Callable[[], int]) -> T:
     """``fn()``, run again while it raises ``Reserved``, until the reservation expires.
 
     Raises:
@@ -87,9 +110,63 @@ def wait_out(fn: Callable[[], R], clock: Callable[[], int]) -> R:
         try:
             return fn()
         except Reserved as exc:
-            if deadline is None:
+            if deadline is None or exc.until + int(5e9) > deadline:
                 deadline = exc.until + int(5e9)
             if clock() > deadline:
                 raise RemoteIOError("a name stayed reserved past its expiry") from exc
             time.sleep(random.uniform(pause / 2, pause))
             pause = min(PAUSE_MAX, pause * 2)
+
+
+def wait_clear(kv: KVEngine, own: list[bytes], clock: Callable[[], int]) -> None:
+    """Wait until no reservation but ``own`` lives (the fence holder, before its UFS call)."""
+    mine = set(own)
+
+    def others() -> None:
+        now = clock()
+        with kv.transaction(write=False) as txn:
+            for key, value in txn.scan(b"R"):
+                if key not in mine and _live(value, now):
+                    raise Reserved(codec.from_u64(value))
+
+    wait_out(others, clock)
+
+
+def in_ufs(
+    kv: KVEngine,
+    clock: Callable[[], int],
+    plan: Callable[[KVTxn], tuple[P, list[bytes]]],
+    ufs: Callable[[P], object],
+    apply: Callable[[KVTxn, P], T],
+    *,
+    fence: bool = False,
+) -> T:
+    """A change that calls the UFS: ``plan`` (returning the plan and the keys to reserve)
+    in a transaction that reserves them, ``ufs(plan)``, then ``apply`` in a transaction
+    that drops them. ``fence``: take the fence too and wait for the others first (the
+    caller holds the namespace lock)."""
+    held: list[bytes] = []
+
+    def plan_and_hold(txn: KVTxn) -> P:
+        planned, keys = plan(txn)
+        now = clock()
+        wanted = [*keys, FENCE_KEY] if fence else keys
+        check(txn, wanted, now, fence=True)
+        hold(txn, wanted, now)
+        held[:] = wanted
+        return planned
+
+    planned = wait_out(lambda: write_txn(kv, plan_and_hold), clock)
+
+    def apply_and_drop(txn: KVTxn) -> T:
+        drop(txn, held)
+        return apply(txn, planned)
+
+    try:
+        if fence:
+            wait_clear(kv, held, clock)
+        ufs(planned)
+        return write_txn(kv, apply_and_drop)
+    except BaseException:
+        drop_now(kv, held)
+        raise

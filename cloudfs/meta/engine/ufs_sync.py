@@ -15,7 +15,9 @@ merge then runs in a single write transaction however large the directory
 * tree-only entries are kept: symlinks, fifos, sockets, devices, secondary
   hard-link names, and files created through the mount but not uploaded yet;
 * so are files whose newer bytes wait in the write-back journal (``pending``);
-* a name that is both an object and a prefix is a directory.
+* a name that is both an object and a prefix is a directory;
+* a name a change in flight has reserved is left as it is (``reserve``): the
+  UFS may already show what the tree does not yet, or the other way round.
 
 The merge also says what a kernel that cached the old state must forget
 (``MergeChanges``, an ``Invalidation``): files whose ETag or size changed,
@@ -29,7 +31,7 @@ import logging
 import stat
 from dataclasses import dataclass, field, replace
 
-from cloudfs.meta.engine import tree
+from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.names import is_valid_name, str_to_name
@@ -135,7 +137,10 @@ def prune(txn: KVTxn, dir_ino: int, now: int, seen: MergeChanges | None = None) 
 
     ``seen`` collects the names dropped."""
     seen = MergeChanges() if seen is None else seen
+    busy = reserve.reserved_names(txn, dir_ino, now)
     for name, ino in tree.children(txn, dir_ino):
+        if name in busy:
+            continue
         rec = tree.load(txn, ino)
         if stat.S_ISDIR(rec.mode):
             if rec.ufs and prune(txn, ino, now, seen):
@@ -198,19 +203,34 @@ def _reconcile(
     return _add(txn, dir_ino, name, info, now, s) if listed else 0
 
 
+def entry_versions(txn: KVTxn, dir_ino: int) -> dict[bytes, tuple[int, bytes]]:
+    """Every entry of directory ``dir_ino``: name -> (inode, its encoded record)."""
+    entries = tree.children(txn, dir_ino)
+    found = txn.get_many([codec.inode_key(ino) for _, ino in entries])
+    return {name: (ino, data or b"") for (name, ino), data in zip(entries, found, strict=True)}
+
+
 def merge_listing(
     txn: KVTxn,
     dir_ino: int,
     listing: Listing,
     now: int,
     settings: TreeSettings,
+    trust: dict[bytes, tuple[int, bytes]] | None = None,
 ) -> MergeChanges:
     """Merge a full listing of directory ``dir_ino`` and mark it loaded at ``now``.
 
-    Returns what a kernel that cached the directory must forget."""
+    ``trust``: the entries as they were when the listing began (``entry_versions``);
+    when given, a name whose entry changed since (made, removed, renamed, uploaded)
+    is left as it is. Returns what a kernel that cached the directory must forget."""
     listed_before = tree.load_dir(txn, dir_ino).loaded_at_ns != 0
     seen = MergeChanges()
-    existing = dict(tree.children(txn, dir_ino))
+    busy = reserve.reserved_names(txn, dir_ino, now)  # the UFS may be half-way through them
+    if trust is not None:
+        current = entry_versions(txn, dir_ino)
+        busy |= {n for n in current.keys() | trust.keys() if current.get(n) != trust.get(n)}
+    existing = {n: i for n, i in tree.children(txn, dir_ino) if n not in busy}
+    listing = {n: info for n, info in listing.items() if n not in busy}
     delta = 0
     changed = False
     new_names = sorted(name for name in listing if name not in existing)

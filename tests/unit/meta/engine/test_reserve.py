@@ -169,3 +169,92 @@ def test_an_expired_reservation_is_ignored() -> None:
         assert meta.create(R, b"x", FILE, 0, 0).mode == FILE
     finally:
         meta.close()
+
+
+def _uploaded(meta: EmbeddedMeta, store: GatedStore, parent: InodeId, name: bytes) -> Attr:
+    """A file whose bytes are an object in the store (so unlinking it is a UFS call)."""
+    attr = meta.create(parent, name, FILE, 0, 0)
+    key = meta.object_key(attr.inode)
+    info = store.put_bytes(key, b"bytes")
+    return meta.commit_upload(attr.inode, 5, 0, info.etag, key)
+
+
+def test_a_link_waits_for_an_unlink_deleting_the_object(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    """The unlink decided to delete the object (one name): a link made meanwhile would
+    keep a name whose bytes are gone. It waits, then finds the file unlinked."""
+    meta, store = world
+    f = _uploaded(meta, store, R, b"f")
+    store.gate = "delete"
+    unlinking, unlinked = _in_thread(lambda: meta.unlink(R, b"f"))
+    assert store.entered.wait(WAIT)
+    linking, linked = _in_thread(lambda: meta.link(f.inode, R, b"g"))
+    time.sleep(0.3)
+    assert not linked, f"the link did not wait: {linked}"
+    store.release.set()
+    unlinking.join(WAIT)
+    linking.join(WAIT)
+    assert isinstance(linked[0], FsError) and linked[0].errno == errno.ENOENT
+    assert not isinstance(unlinked[0], Exception)
+
+
+def test_two_unlinks_of_one_name_one_wins(world: tuple[EmbeddedMeta, GatedStore]) -> None:
+    meta, store = world
+    _uploaded(meta, store, R, b"f")
+    store.gate = "delete"
+    first, first_out = _in_thread(lambda: meta.unlink(R, b"f"))
+    assert store.entered.wait(WAIT)
+    second, second_out = _in_thread(lambda: meta.unlink(R, b"f"))
+    time.sleep(0.2)
+    store.release.set()
+    first.join(WAIT)
+    second.join(WAIT)
+    assert not isinstance(first_out[0], Exception)
+    assert isinstance(second_out[0], FsError) and second_out[0].errno == errno.ENOENT
+
+
+def test_unlinks_in_other_directories_run_while_one_waits_on_the_store(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    """No volume-wide lock: an unlink stuck in the UFS holds up nobody else's."""
+    meta, store = world
+    a = meta.mkdir(R, b"a", DIR, 0, 0).inode
+    b = meta.mkdir(R, b"b", DIR, 0, 0).inode
+    _uploaded(meta, store, a, b"slow")
+    quick = [_uploaded(meta, store, b, f"q{i}".encode()) for i in range(3)]
+    store.gate = "delete"
+    slow, _ = _in_thread(lambda: meta.unlink(a, b"slow"))
+    assert store.entered.wait(WAIT)
+    store.gate = ""  # the next deletes go through
+    try:
+        started = time.monotonic()
+        for i in range(len(quick)):
+            meta.unlink(b, f"q{i}".encode())
+        assert time.monotonic() - started < 2.0
+    finally:
+        store.release.set()
+        slow.join(WAIT)
+
+
+def test_a_directory_rename_waits_for_changes_in_flight_then_runs_alone(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    """A directory present in the UFS moves every key below it: the rename takes the
+    fence, waits for the unlink already in the UFS, and holds off a new one."""
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    _uploaded(meta, store, d, b"f")
+    _uploaded(meta, store, d, b"g")
+    store.gate = "delete"
+    unlinking, _ = _in_thread(lambda: meta.unlink(d, b"f"))
+    assert store.entered.wait(WAIT)
+    renaming, renamed = _in_thread(lambda: meta.rename(R, b"d", R, b"e"))
+    time.sleep(0.3)
+    assert not renamed, "the directory rename ran while an unlink in it was in the UFS"
+    store.release.set()
+    unlinking.join(WAIT)
+    renaming.join(WAIT)
+    assert renamed == [None] or not isinstance(renamed[0], Exception), renamed
+    assert [e.name for e in meta.readdir(meta.lookup(R, b"e").inode, None, 10)] == [b"g"]
+    assert sorted(store.stored_keys()) == ["e/", "e/g"]
