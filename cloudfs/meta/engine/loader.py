@@ -5,8 +5,9 @@ the TTL. A per-directory lock makes a second thread wait for the first one's
 listing and then reuse it (it re-checks freshness after the wait).
 
 The listing runs without the namespace lock (a 10,000-entry S3 listing takes
-seconds) and is merged under it (which keeps directory moves in the UFS out). A namespace change in that directory while
-the listing was in flight would be undone by merging the stale listing (a
+seconds) and is merged under it (which keeps directory moves in the UFS out).
+A namespace change in that directory while the listing was in flight would
+be undone by merging the stale listing (a
 directory just made removed, an unlinked object resurrected, a file uploaded
 meanwhile dropped as gone from the UFS), in this server or in another one
 sharing the tree. Every such change rewrites the directory's change token

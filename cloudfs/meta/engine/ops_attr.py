@@ -126,7 +126,7 @@ def open_inode(ctx: TreeContext, ino: int, session: str = "") -> Attr:
     """One more open of ``ino``, held by ``session`` ("" in the embedded tree)."""
 
     def apply(txn: KVTxn) -> Attr:
-        txn.get_many(_open_keys(ino, session))
+        txn.get_many(open_keys(ino, session))
         rec = tree.load(txn, ino)
         hold(txn, ino, session, ctx.clock())
         return tree.to_attr(ino, rec)
@@ -141,7 +141,7 @@ def hold(txn: KVTxn, ino: int, session: str, now: int) -> None:
         ops_session.held(txn, session, ino, +1, now)
 
 
-def _open_keys(ino: int, session: str) -> list[bytes]:
+def open_keys(ino: int, session: str) -> list[bytes]:
     """What open and release read: fetched in one round trip where the engine is remote."""
     return [codec.inode_key(ino), codec.open_key(ino), *ops_session.hold_keys(session, ino)]
 
@@ -149,7 +149,7 @@ def _open_keys(ino: int, session: str) -> list[bytes]:
 def release(ctx: TreeContext, ino: int, session: str = "") -> None:
 
     def apply(txn: KVTxn) -> None:
-        txn.get_many(_open_keys(ino, session))
+        txn.get_many(open_keys(ino, session))
         count = tree.open_count(txn, ino)
         if count == 0:
             log.warning("release of inode %d that is not open", ino)
@@ -196,6 +196,7 @@ def commit_upload(
 def _check_unreserved(ctx: TreeContext, txn: KVTxn, ino: int) -> None:
     """A commit waits while a rename or unlink of the file, or a directory rename (the
     fence), is under way: what it records depends on the file's name and key."""
+    txn.get_many([codec.reserved_inode_key(ino), reserve.FENCE_KEY, codec.inode_key(ino)])
     reserve.check(txn, [codec.reserved_inode_key(ino)], ctx.clock(), fence=True)
 
 

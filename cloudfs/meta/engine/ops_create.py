@@ -68,13 +68,20 @@ def _insert(
     rec: InodeRecord,
     now: int,
     ino: int,
+    also: tuple[bytes, ...] = (),
 ) -> tuple[Attr, str]:
     """Add ``name`` in ``parent`` for the new inode ``ino`` with record ``rec``
     (``AlreadyExists`` if taken, the store's error if it cannot hold the key); returns
-    its attributes and UFS key."""
+    its attributes and UFS key. ``also``: keys the caller reads next, fetched with these."""
     keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(parent)]
     txn.get_many(  # every key read below, in one round trip where the engine is remote
-        [codec.inode_key(parent), codec.dentry_key(parent, name), *keys]
+        [
+            codec.inode_key(parent),
+            codec.dentry_key(parent, name),
+            codec.count_shard_key(ino),
+            *keys,
+            *also,
+        ]
     )
     parent_rec = _check_free(txn, parent, name)
     if op != "mkdir":  # mkdir reserved the name itself
@@ -106,9 +113,10 @@ def _add(
     name or directory is reserved by a change in the UFS (``reserve``). ``held_by``:
     the session that holds it open from the start ("" in an embedded tree)."""
     ino = ctx.numbers.take(ctx.kv)
+    also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
     def insert(txn: KVTxn) -> tuple[Attr, str]:
-        added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino)
+        added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino, also)
         if target:
             txn.put(codec.symlink_key(ino), target)
         if held_by is not None:
