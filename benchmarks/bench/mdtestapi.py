@@ -44,7 +44,7 @@ from testkit.tree_server import running_tree_server
 
 API_PHASES = ("create_open", "create", "stat", "rename", "unlink")
 API_LABELS = {
-    "create_open": "create (create_open + release, as a mount)",
+    "create_open": "create as a mount: create_open + commit_upload + release",
     "create": "create (plain)",
     "stat": "stat (getattr)",
     "rename": "rename (same directory)",
