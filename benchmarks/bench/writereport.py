@@ -209,11 +209,13 @@ NOTES = [
 ]
 
 
-def hand_written(previous: str | None) -> list[str]:
-    if previous and BEGIN in previous and END in previous:
-        kept = previous.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
-        return [BEGIN, kept, END, ""]
-    return [BEGIN, "_Written by hand; kept when the report is regenerated._", END, ""]
+def hand_written(previous: str | None, begin: str = BEGIN) -> list[str]:
+    """The block between ``begin`` and ``END`` in ``previous``, markers included (a
+    placeholder when there is none); other reports pass their own ``begin`` marker."""
+    if previous and begin in previous and END in previous.split(begin, 1)[1]:
+        kept = previous.split(begin, 1)[1].split(END, 1)[0].strip("\n")
+        return [begin, kept, END, ""]
+    return [begin, "_Written by hand; kept when the report is regenerated._", END, ""]
 
 
 def render(data: dict[str, Any], json_path: Path, previous: str | None) -> str:
