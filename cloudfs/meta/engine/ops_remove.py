@@ -25,10 +25,19 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
     validate_name(name)
 
     def plan(txn: KVTxn) -> tuple[tuple[int, tuple[str, str] | None, str | None], list[bytes]]:
+        txn.get_many(  # what is read first, and the reservations, in one round trip
+            [
+                codec.inode_key(parent),
+                codec.dentry_key(parent, name),
+                codec.reserved_name_key(parent, name),
+                reserve.FENCE_KEY,
+            ]
+        )
         tree.load_dir(txn, parent)
         ino = tree.child(txn, parent, name)
         if ino is None:
             raise NotFound(f"{name!r}")
+        txn.get_many([codec.inode_key(ino), codec.reserved_inode_key(ino)])
         rec = tree.load(txn, ino)
         if tree.is_dir(rec):
             raise IsADirectory(f"{name!r} is a directory")
@@ -53,6 +62,14 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
 
     def drop(txn: KVTxn, planned: tuple[int, tuple[str, str] | None, str | None]) -> Attr:
         ino, now = planned[0], ctx.clock()
+        txn.get_many(  # what drop_name and touch read, in one round trip
+            [
+                codec.inode_key(ino),
+                codec.inode_key(parent),
+                codec.open_key(ino),
+                codec.count_shard_key(ino),
+            ]
+        )
         rec = tree.drop_name(txn, parent, name, ino, tree.load(txn, ino), now)
         tree.touch(txn, parent, now)
         return tree.to_attr(ino, rec)

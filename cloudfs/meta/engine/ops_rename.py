@@ -112,12 +112,25 @@ def _check_moved(
 def _plan(
     txn: KVTxn, store: ObjectStore, old: tuple[int, bytes], new: tuple[int, bytes], flags: int
 ) -> _Plan | None:
+    txn.get_many(  # what is read first, and the reservations, in one round trip
+        [
+            codec.inode_key(old[0]),
+            codec.inode_key(new[0]),
+            codec.dentry_key(*old),
+            codec.dentry_key(*new),
+            codec.reserved_name_key(*old),
+            codec.reserved_name_key(*new),
+            reserve.FENCE_KEY,
+        ]
+    )
     tree.load_dir(txn, old[0])
     tree.load_dir(txn, new[0])
     src = tree.child(txn, *old)
     if src is None:
         raise NotFound(f"{old[1]!r}")
     dst = tree.child(txn, *new)
+    inos = [src] if dst is None else [src, dst]
+    txn.get_many([k for i in inos for k in (codec.inode_key(i), codec.reserved_inode_key(i))])
     if flags & RENAME_EXCHANGE and dst is None:
         raise NotFound(f"{new[1]!r}")
     if flags & RENAME_NOREPLACE and dst is not None and old != new:
@@ -178,6 +191,9 @@ def _apply(
     exchange: bool,
     now: int,
 ) -> None:
+    inos = [plan.src, old[0], new[0]] if plan.dst is None else [plan.src, plan.dst, old[0], new[0]]
+    extra = [] if plan.dst is None else [codec.open_key(plan.dst), codec.count_shard_key(plan.dst)]
+    txn.get_many([*(codec.inode_key(i) for i in inos), *extra])  # one round trip
     src_rec = tree.load(txn, plan.src)
     subdir_moves = 1 if tree.is_dir(src_rec) else 0
     if exchange:
