@@ -99,6 +99,23 @@ def _insert(
     return tree.to_attr(ino, rec), key
 
 
+def _new(
+    mode: int, uid: int, gid: int, now: int, *, nlink: int = 1, size: int = 0, rdev: int = 0
+) -> InodeRecord:
+    """A new inode's record, every time ``now``."""
+    return InodeRecord(
+        mode=mode,
+        nlink=nlink,
+        uid=uid,
+        gid=gid,
+        size=size,
+        atime_ns=now,
+        mtime_ns=now,
+        ctime_ns=now,
+        rdev=rdev,
+    )
+
+
 def _add(
     ctx: TreeContext,
     op: str,
@@ -154,18 +171,8 @@ def _create(
     kind = stat.S_IFMT(mode) or stat.S_IFREG
     if kind in (stat.S_IFDIR, stat.S_IFLNK):
         raise InvalidArgument("create cannot make directories or symlinks")
-    now = ctx.clock()
-    rec = InodeRecord(
-        mode=kind | (mode & 0o7777),
-        nlink=1,
-        uid=uid,
-        gid=gid,
-        size=0,
-        atime_ns=now,
-        mtime_ns=now,
-        ctime_ns=now,
-        rdev=rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0,
-    )
+    rdev = rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0
+    rec = _new(kind | (mode & 0o7777), uid, gid, ctx.clock(), rdev=rdev)
     op = "create" if kind == stat.S_IFREG else "mknod"
     return _add(ctx, op, parent, name, rec, held_by=held_by)
 
@@ -189,18 +196,8 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
     def insert(txn: KVTxn, key: str) -> Attr:
         now = ctx.clock()
         # A directory we just made is empty in the UFS too: it counts as listed.
-        rec = InodeRecord(
-            mode=stat.S_IFDIR | (mode & 0o7777),
-            nlink=2,
-            uid=uid,
-            gid=gid,
-            size=0,
-            atime_ns=now,
-            mtime_ns=now,
-            ctime_ns=now,
-            loaded_at_ns=now,
-            ufs=True,
-        )
+        rec = _new(stat.S_IFDIR | (mode & 0o7777), uid, gid, now, nlink=2)
+        rec = replace(rec, loaded_at_ns=now, ufs=True)
         return _insert(txn, ctx, "mkdir", parent, name, rec, now, numbers[0])[0]
 
     return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, insert)
@@ -214,17 +211,7 @@ def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int,
         raise InvalidArgument("NUL in symlink target")
     if len(target) >= SYMLINK_MAX:
         raise NameTooLong("symlink target too long")
-    now = ctx.clock()
-    rec = InodeRecord(
-        mode=stat.S_IFLNK | 0o777,
-        nlink=1,
-        uid=uid,
-        gid=gid,
-        size=len(target),
-        atime_ns=now,
-        mtime_ns=now,
-        ctime_ns=now,
-    )
+    rec = _new(stat.S_IFLNK | 0o777, uid, gid, ctx.clock(), size=len(target))
     return _add(ctx, "symlink", parent, name, rec, target=target)[0]
 
 
