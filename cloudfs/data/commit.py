@@ -111,7 +111,7 @@ class Committer:
         uploader = self.uploader
         assert uploader is not None, "seal() without an uploader: check journaled() first"
         try:
-            await uploader.seal(inode, key, size, mtime_ns, path)
+            await uploader.seal(inode, key, size, mtime_ns, path, synced=True)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(path)

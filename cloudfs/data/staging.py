@@ -265,10 +265,15 @@ class StagedFile:
         self._check_open()
         async with self._lock:
             await self._materialize_locked()
-            await _run_os(lambda: os.fsync(self._fd), self._limiter)
+            fd = self._fd
+
+            def sync_and_close() -> None:  # one thread hop, not two
+                os.fsync(fd)
+                os.close(fd)  # not reached if the fsync failed: the file stays ours
+
+            await _run_os(sync_and_close, self._limiter)
             self._closed = True
             self._uncharge_above(0)  # from now on the journal holds (and counts) it
-            await _run_os(lambda: os.close(self._fd), self._limiter)
             return self._path
 
     async def close(self) -> None:

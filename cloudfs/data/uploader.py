@@ -41,6 +41,8 @@ waited for: cut short, it would leave an object under a name no file has.)
 
 from __future__ import annotations
 
+import functools
+import heapq
 import logging
 import math
 import random
@@ -124,6 +126,13 @@ class Uploader:
         self._slots = trio.Semaphore(max(1, policy.concurrency))
         self._in_flight: Counter[int] = Counter()  # inode -> its upload tasks running
         self._held: Counter[int] = Counter()  # inode -> renames/unlinks holding its uploads
+        # When owed entries are due: (due, seq, inode), stale items skipped when popped, so
+        # that a close costs O(log n) however many files are owed (not a scan of them all).
+        self._due: list[tuple[float, int, int]] = []
+        self._parked: dict[int, _Owed] = {}  # due but held: scheduled again when released
+        # Seals wait on the journal's group commit, each in its own thread: not behind
+        # the uploads' threads.
+        self._seal_limiter = trio.CapacityLimiter(64)
         metrics.writeback_files.set_function(lambda: len(self._owed))
         metrics.writeback_bytes.set_function(lambda: sum(o.entry.size for o in self._owed.values()))
         metrics.writeback_oldest_age.set_function(lambda: self.backlog().oldest_age)
@@ -131,10 +140,17 @@ class Uploader:
 
     # -- what is owed ---------------------------------------------------------
 
-    async def seal(self, inode: int, key: str, size: int, mtime_ns: int, path: str) -> JournalEntry:
-        """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS."""
+    async def seal(
+        self, inode: int, key: str, size: int, mtime_ns: int, path: str, *, synced: bool = False
+    ) -> JournalEntry:
+        """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS.
+
+        ``synced``: the caller fsync'd it already. Concurrent seals share the
+        journal's fsyncs (its group commit), so each runs in its own thread.
+        """
+        seal = functools.partial(self._journal.seal, synced=synced)
         entry: JournalEntry = await trio.to_thread.run_sync(
-            self._journal.seal, inode, key, size, mtime_ns, path, limiter=self._limiter
+            seal, inode, key, size, mtime_ns, path, limiter=self._seal_limiter
         )
         self.submit(entry)
         return entry
@@ -153,6 +169,7 @@ class Uploader:
             return
         due = trio.current_time() + max(0.0, entry.sealed_at + self._policy.delay - time.time())
         self._owed[entry.inode] = _Owed(entry, due, recovered=recovered)
+        self._schedule(self._owed[entry.inode])
         if old is not None:
             if old.uploading:
                 old.superseded_by = entry  # its task forgets it when the put returns
@@ -189,8 +206,11 @@ class Uploader:
 
     async def drain(self) -> None:
         """Wait until nothing is owed (bound it with ``trio.move_on_after``)."""
+        now = trio.current_time()
         for owed in self._owed.values():
-            owed.due = min(owed.due, trio.current_time())  # no upload delay when draining
+            if owed.due > now:
+                owed.due = now  # no upload delay when draining
+                self._schedule(owed)
         self._poke()
         while self._owed:
             await self._changed.wait()
@@ -211,6 +231,10 @@ class Uploader:
         finally:
             self._held.subtract(held)
             self._held += Counter()  # drop the zeros
+            for inode in held:
+                parked = self._parked.pop(inode, None)
+                if parked is not None:
+                    self._schedule(parked)
             self._poke()
 
     # -- the work -------------------------------------------------------------
@@ -219,29 +243,40 @@ class Uploader:
         """Upload what is due until cancelled (a nursery task of the mount)."""
         async with trio.open_nursery() as nursery:
             while True:
-                now = trio.current_time()
-                due = [
-                    o
-                    for o in self._owed.values()
-                    if not o.uploading and o.due <= now and not self._held[o.entry.inode]
-                ]
-                for owed in sorted(due, key=lambda o: o.due):
+                while self._due and self._due[0][0] <= trio.current_time():
+                    owed = self._next_due()
+                    if owed is None:
+                        continue
                     await self._slots.acquire()
-                    inode = owed.entry.inode
-                    if self._owed.get(inode) is not owed or owed.uploading or self._held[inode]:
+                    if not self._startable(owed):  # changed while waiting for a slot
                         self._slots.release()
+                        if self._owed.get(owed.entry.inode) is owed and not owed.uploading:
+                            self._schedule(owed)
                         continue
                     owed.uploading = True
-                    self._in_flight[inode] += 1
+                    self._in_flight[owed.entry.inode] += 1
                     nursery.start_soon(self._upload, owed)
-                waiting = [
-                    o.due
-                    for o in self._owed.values()
-                    if not o.uploading and not self._held[o.entry.inode]
-                ]
                 self._wake = trio.Event()
-                with trio.move_on_at(min(waiting, default=math.inf)):
+                with trio.move_on_at(self._due[0][0] if self._due else math.inf):
                     await self._wake.wait()
+
+    def _schedule(self, owed: _Owed) -> None:
+        heapq.heappush(self._due, (owed.due, owed.entry.seq, owed.entry.inode))
+
+    def _next_due(self) -> _Owed | None:
+        """Pop the earliest due item: its entry if it may start now (a held one is parked)."""
+        due, seq, inode = heapq.heappop(self._due)
+        owed = self._owed.get(inode)
+        if owed is None or owed.entry.seq != seq or owed.due != due or owed.uploading:
+            return None  # stale: superseded, unlinked, rescheduled or started
+        if self._held[inode]:
+            self._parked[inode] = owed
+            return None
+        return owed
+
+    def _startable(self, owed: _Owed) -> bool:
+        inode = owed.entry.inode
+        return self._owed.get(inode) is owed and not owed.uploading and not self._held[inode]
 
     async def _upload(self, owed: _Owed) -> None:
         entry = owed.entry
@@ -264,6 +299,8 @@ class Uploader:
             if self._owed.get(entry.inode) is owed:
                 del self._owed[entry.inode]
             await self._forget(entry)
+        elif self._owed.get(entry.inode) is owed:
+            self._schedule(owed)  # after its back-off
         self._poke()
 
     async def _attempt(self, entry: JournalEntry, recovered: bool) -> bool:
