@@ -159,24 +159,34 @@ def many_pass(
     order = iter(range(count))
     lock = threading.Lock()
     closes: list[float] = []
+    opens: list[float] = []
+    writes: list[float] = []
 
     def worker() -> None:
         mine: list[float] = []
+        my_opens: list[float] = []
+        my_writes: list[float] = []
         while True:
             with lock:
                 i = next(order, None)
             if i is None:
                 break
             path = os.path.join(directory, small_name(i))
+            t0 = time.perf_counter()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            t1 = time.perf_counter()
             write_all(fd, data[i])
             if fsync:
                 os.fsync(fd)
-            t0 = time.perf_counter()
+            t2 = time.perf_counter()
             os.close(fd)
-            mine.append((time.perf_counter() - t0) * 1000)
+            mine.append((time.perf_counter() - t2) * 1000)
+            my_opens.append((t1 - t0) * 1000)
+            my_writes.append((t2 - t1) * 1000)
         with lock:
             closes.extend(mine)
+            opens.extend(my_opens)
+            writes.extend(my_writes)
 
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
@@ -191,6 +201,8 @@ def many_pass(
         "bytes": count * size,
         "seconds": secs,
         "files_s": count / secs,
+        "open_p50_ms": statistics.median(opens),
+        "write_p50_ms": statistics.median(writes),
         "close_p50_ms": statistics.median(closes),
         "close_p99_ms": percentile(closes, 0.99),
         "close_max_ms": closes[-1],

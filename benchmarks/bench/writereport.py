@@ -66,6 +66,8 @@ WORKLOADS: dict[str, tuple[str, tuple[Row, ...]]] = {
             Row("files/s to the end of the last close (higher is better)", "many_files_s"),
             Row("files/s with an fsync before each close (local disk)", "many_fsync_files_s"),
             Row("files/s, first open until all in S3 ¹ (higher is better)", "many_files_s_to_s3"),
+            Row("open (create) latency p50, ms", "many_open_p50_ms"),
+            Row("write (110 KiB) latency p50, ms", "many_write_p50_ms"),
             Row("close latency p50, ms (lower is better)", "many_close_p50_ms"),
             Row("close latency p99, ms (lower is better)", "many_close_p99_ms"),
             Row("close latency p50 with fsync, ms (local disk)", "many_fsync_close_p50_ms"),

@@ -197,8 +197,8 @@ class WriteRun:
         if workload == "large":
             keys = {"large_mib_s": "mib_s", "large_close_ms": "close_ms"}
         elif workload.startswith("many"):
-            keys = {f"{workload}_files_s": "files_s", f"{workload}_close_p50_ms": "close_p50_ms",
-                    f"{workload}_close_p99_ms": "close_p99_ms"}  # fmt: skip
+            keys = {f"{workload}_{k}": k for k in ("files_s", "open_p50_ms", "write_p50_ms",
+                                                    "close_p50_ms", "close_p99_ms")}
         else:
             keys = {"small_files_s": "files_s", "small_open_p50_ms": "open_p50_ms",
                     "small_write_p50_ms": "write_p50_ms", "small_close_p50_ms": "close_p50_ms",

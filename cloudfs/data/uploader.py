@@ -3,8 +3,12 @@
 One entry per inode is owed at a time: a newer ``submit`` for the same inode
 supersedes the older entry (its data is dropped unuploaded), so a file
 rewritten within ``delay`` seconds is uploaded once. An entry is due
-``delay`` seconds after it was sealed; at most ``concurrency`` uploads run at
-once. Each upload:
+``delay`` seconds after it was sealed. At most ``concurrency`` uploads of large
+files run at once, and as many of files under ``small_bytes``; when no file was
+closed into the journal for ``quiet`` seconds, up to ``small_concurrency`` more
+of the small ones (one request each: the origin's latency, not its bandwidth,
+bounds their rate; while files are being closed, the CPU goes to the closes
+first). Due entries start in the order they are due. Each upload:
 
 1. asks the sink for the file's current key (``None``: the file was unlinked,
    so it is never uploaded);
@@ -79,6 +83,9 @@ class UploadSink(Protocol):
 @dataclass(frozen=True, slots=True)
 class UploadPolicy:
     concurrency: int = 4
+    small_concurrency: int = 12  # more uploads of small files once closes pause
+    small_bytes: int = 8 << 20
+    quiet: float = 0.5  # seconds without a seal before small_concurrency applies
     delay: float = 0.0  # seconds after close before an upload starts
     deadline: float = 3600.0  # seconds after close before a stuck upload is reported
     retry_base: float = 1.0  # first back-off, doubled per failure
@@ -123,7 +130,8 @@ class Uploader:
         self._owed: dict[int, _Owed] = {}  # inode -> the newest entry owed
         self._wake = trio.Event()
         self._changed = trio.Event()
-        self._slots = trio.Semaphore(max(1, policy.concurrency))
+        self._running = {False: 0, True: 0}  # uploads running, of large / small files
+        self._last_seal = -math.inf  # trio clock
         self._in_flight: Counter[int] = Counter()  # inode -> its upload tasks running
         self._held: Counter[int] = Counter()  # inode -> renames/unlinks holding its uploads
         # When owed entries are due: (due, seq, inode), stale items skipped when popped, so
@@ -149,6 +157,7 @@ class Uploader:
         journal's fsyncs (its group commit), so each runs in its own thread.
         """
         seal = functools.partial(self._journal.seal, synced=synced)
+        self._last_seal = trio.current_time()
         entry: JournalEntry = await trio.to_thread.run_sync(
             seal, inode, key, size, mtime_ns, path, limiter=self._seal_limiter
         )
@@ -247,9 +256,10 @@ class Uploader:
                     owed = self._next_due()
                     if owed is None:
                         continue
-                    await self._slots.acquire()
+                    small = owed.entry.size < self._policy.small_bytes
+                    await self._take_slot(small)
                     if not self._startable(owed):  # changed while waiting for a slot
-                        self._slots.release()
+                        self._running[small] -= 1
                         if self._owed.get(owed.entry.inode) is owed and not owed.uploading:
                             self._schedule(owed)
                         continue
@@ -259,6 +269,17 @@ class Uploader:
                 self._wake = trio.Event()
                 with trio.move_on_at(self._due[0][0] if self._due else math.inf):
                     await self._wake.wait()
+
+    async def _take_slot(self, small: bool) -> None:
+        while True:
+            limit = max(1, self._policy.concurrency)
+            if small and trio.current_time() - self._last_seal >= self._policy.quiet:
+                limit += self._policy.small_concurrency
+            if self._running[small] < limit:
+                self._running[small] += 1
+                return
+            with trio.move_on_after(self._policy.quiet):  # or until closes pause
+                await self._changed.wait()
 
     def _schedule(self, owed: _Owed) -> None:
         heapq.heappush(self._due, (owed.due, owed.entry.seq, owed.entry.inode))
@@ -294,7 +315,7 @@ class Uploader:
             self._in_flight[entry.inode] -= 1
             if not self._in_flight[entry.inode]:
                 del self._in_flight[entry.inode]
-            self._slots.release()
+            self._running[entry.size < self._policy.small_bytes] -= 1
         if done or owed.superseded_by is not None:
             if self._owed.get(entry.inode) is owed:
                 del self._owed[entry.inode]

@@ -150,15 +150,13 @@ class FileIO:
         return fh, keep_cache
 
     async def created(self, attr: Attr, flags: int) -> HandleId:
-        """A handle on a file ``create`` just made: empty, staged, due for upload."""
+        """A handle on a file ``create`` just made: empty, due for upload (staged on
+        its first write or flush: ``OpenInode.fresh``)."""
         attr = await self._hold(attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         oi.handles += 1
-        try:
-            await self._staged(oi, new=True)
-        except BaseException:
-            await self._drop_handle(oi)
-            raise
+        if oi.staged is None:
+            oi.fresh = True
         oi.mtime_ns = attr.mtime_ns
         return self._handles.add(FileHandle(attr.inode, flags, ReadCursor()))
 
@@ -313,6 +311,7 @@ class FileIO:
             if ref is not None:
                 staged.rebase(ref)
         if oi.staged is None:
+            new = new or oi.fresh
             pending = None if new else self._pending(oi.inode)
             name = f"{oi.inode}-{time.monotonic_ns()}"
             if pending is not None:
@@ -329,6 +328,7 @@ class FileIO:
                 self._staging_dir, name, base, self._reader, self._disk_limiter,
                 new=new, space=self.space,
             )  # fmt: skip
+            oi.fresh = False
         return oi.staged
 
     def _pending(self, inode: InodeId) -> JournalEntry | None:
@@ -352,6 +352,8 @@ class FileIO:
         return data
 
     async def _upload_if_dirty(self, oi: OpenInode) -> None:
+        if oi.fresh and not oi.unlinked:  # created, never written: upload it empty
+            await self._staged(oi, new=True)
         staged = oi.staged
         if staged is None or not staged.dirty or oi.unlinked:
             return

@@ -34,6 +34,10 @@ class OpenInode:
     unlinked: bool = False  # no name left: never upload again
     # An embedded tree was told of this open (a name of it went away): release it there.
     held_in_tree: bool = False
+    # Made by create and not staged yet: its staged copy (empty, due for upload) is made
+    # on the first write or at the first flush, out of the create's reply (the kernel
+    # holds the directory's lock until then, so creates in one directory are serial).
+    fresh: bool = False
 
 
 @dataclass
