@@ -13,10 +13,11 @@ directory:
 
 **Group commit.** Closes run concurrently (one worker thread each) and each
 ``seal`` would otherwise pay for its own fsyncs of the record and of both
-directories. Here every seal does its own part first: fsync its data (unless
-the caller did, ``synced``) and rename it into ``data/``. Then it queues its
-record and waits. One of the waiting threads (the first to find no commit
-running) takes every queued record and commits them as one batch: fsync
+directories. Here every seal does its own part first: fsync its data (through
+the descriptor the caller hands over, ``fd``, if any) and rename it into
+``data/``. Then it queues its record and waits. One of the waiting threads
+(the first to find no commit running) takes every queued record and commits
+them as one batch: fsync
 ``data/`` once (every rename of the batch happened before it was queued), write
 the batch's records to the log segment with one ``write``, fdatasync the
 segment once (and fsync ``log/`` when the segment is new), then wakes the
@@ -149,11 +150,12 @@ class WriteJournal:
         return entries
 
     def seal(
-        self, inode: int, key: str, size: int, mtime_ns: int, source: str, *, synced: bool = False
+        self, inode: int, key: str, size: int, mtime_ns: int, source: str, *, fd: int = -1
     ) -> JournalEntry:
         """Move the complete file ``source`` into the journal, durably; returns its entry.
 
-        ``synced``: the caller already fsync'd ``source`` (its data and size).
+        ``fd``: ``source`` open for writing (the staged copy's descriptor): fsync'd
+        through it, then closed, also when the seal fails.
         """
         with self._lock:
             seq = self._next_seq
@@ -161,7 +163,12 @@ class WriteJournal:
         data_path = os.path.join(self._data, str(seq))
         entry = JournalEntry(seq, inode, key, size, mtime_ns, time.time(), data_path)
         with _os_errors("write-back journal"):
-            if not synced:
+            if fd >= 0:
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            else:
                 _fsync_path(source)
             os.rename(source, data_path)
             try:

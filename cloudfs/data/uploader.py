@@ -149,18 +149,21 @@ class Uploader:
     # -- what is owed ---------------------------------------------------------
 
     async def seal(
-        self, inode: int, key: str, size: int, mtime_ns: int, path: str, *, synced: bool = False
+        self, inode: int, key: str, size: int, mtime_ns: int, path: str, *, fd: int = -1
     ) -> JournalEntry:
         """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS.
 
-        ``synced``: the caller fsync'd it already. Concurrent seals share the
-        journal's fsyncs (its group commit), so each runs in its own thread.
+        ``fd``: the file, open; the journal fsyncs and closes it (in the same thread
+        hop). Not cancelled once called, so the descriptor is always closed.
+        Concurrent seals share the journal's fsyncs (its group commit), so each
+        runs in its own thread.
         """
-        seal = functools.partial(self._journal.seal, synced=synced)
+        seal = functools.partial(self._journal.seal, fd=fd)
         self._last_seal = trio.current_time()
-        entry: JournalEntry = await trio.to_thread.run_sync(
-            seal, inode, key, size, mtime_ns, path, limiter=self._seal_limiter
-        )
+        with trio.CancelScope(shield=True):
+            entry: JournalEntry = await trio.to_thread.run_sync(
+                seal, inode, key, size, mtime_ns, path, limiter=self._seal_limiter
+            )
         self.submit(entry)
         return entry
 

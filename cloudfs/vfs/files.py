@@ -364,9 +364,9 @@ class FileIO:
         size = staged.size
         mtime_ns = oi.mtime_ns or time.time_ns()
         if self.committer.journaled(oi.inode):
-            path = await staged.detach()
+            path, fd = await staged.detach()
             oi.staged = None  # its bytes go to the journal
-            await self.committer.seal(oi.inode, path, key, size, mtime_ns)
+            await self.committer.seal(oi.inode, path, fd, key, size, mtime_ns)
             return
         generation = self._generation
         moved = lambda: generation != self._generation  # noqa: E731

@@ -3,6 +3,7 @@ steps loses nothing that a seal acknowledged."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -174,3 +175,34 @@ def test_kill_9_during_concurrent_seals_loses_nothing_acknowledged(tmp_path: Pat
     for line in acked:
         seq, content = line.split()
         assert Path(recovered[int(seq)].data_path).read_text() == content
+
+
+def open_on(path: str) -> bool:
+    """Whether this process has a descriptor open on ``path``."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") == path:
+                return True
+    return False
+
+
+def test_a_seal_through_the_descriptor_closes_it_also_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = WriteJournal(str(tmp_path / "wb"))
+    source = staged(tmp_path, "s", b"")
+    fd = os.open(source, os.O_WRONLY)
+    os.write(fd, b"written, not yet synced")
+    entry = journal.seal(1, "k", 23, 1, source, fd=fd)
+    assert not open_on(entry.data_path) and not open_on(source)
+    assert Path(entry.data_path).read_bytes() == b"written, not yet synced"
+
+    def no_segment(entries: list[JournalEntry]) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(journal, "_write_batch", no_segment)
+    source = staged(tmp_path, "s2", b"x")
+    fd = os.open(source, os.O_WRONLY)
+    with pytest.raises(FsError):
+        journal.seal(2, "k2", 1, 1, source, fd=fd)
+    assert not open_on(source) and Path(source).read_bytes() == b"x"
