@@ -16,10 +16,11 @@ Spec kinds:
   (``files`` says how many were written), so that a slow system's rate is still measured
   but does not stretch the run.
 - ``many``: ``{"kind": "many", "dir": D, "count": N, "size": S, "first_id": I,
-  "threads": T, "fsync": F}`` — N new files ``D/fNNNN.bin`` of S bytes (S <= 1 MiB, one
-  write each), created, written and closed by T threads taking the next index from a shared
-  counter (with ``fsync``: an fsync before each close); files/s to the end of the last
-  close, and the close latencies.
+  "threads": T, "fsync": F, "budget_s": B}`` — N new files ``D/fNNNN.bin`` of S bytes
+  (S <= 1 MiB, one write each), created, written and closed by T threads taking the next
+  index from a shared counter (with ``fsync``: an fsync before each close); files/s to the
+  end of the last close, and the latencies. After B seconds no thread starts another file
+  (``files``: those written, indexes 0 to files - 1).
 
 All report ``end_wall``, the wall-clock time just after the last close, from which the
 parent times how long the bytes then take to reach the object store.
@@ -152,7 +153,13 @@ def small_pass(
 
 
 def many_pass(
-    directory: str, count: int, size: int, first_id: int, threads: int, fsync: bool
+    directory: str,
+    count: int,
+    size: int,
+    first_id: int,
+    threads: int,
+    fsync: bool,
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     os.makedirs(directory, exist_ok=True)
     data = [chunk(first_id + i, 0, size) for i in range(count)]
@@ -168,7 +175,8 @@ def many_pass(
         my_writes: list[float] = []
         while True:
             with lock:
-                i = next(order, None)
+                late = budget_s is not None and time.perf_counter() - start > budget_s
+                i = None if late else next(order, None)
             if i is None:
                 break
             path = os.path.join(directory, small_name(i))
@@ -195,12 +203,13 @@ def many_pass(
     secs = time.perf_counter() - start
     end_wall = time.time()
     closes.sort()
+    done = len(closes)
     return {
-        "files": count,
+        "files": done,
         "files_requested": count,
-        "bytes": count * size,
+        "bytes": done * size,
         "seconds": secs,
-        "files_s": count / secs,
+        "files_s": done / secs,
         "open_p50_ms": statistics.median(opens),
         "write_p50_ms": statistics.median(writes),
         "close_p50_ms": statistics.median(closes),
@@ -215,6 +224,7 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         return many_pass(
             spec["dir"], int(spec["count"]), int(spec["size"]), int(spec["first_id"]),
             int(spec["threads"]), bool(spec["fsync"]),
+            None if spec.get("budget_s") is None else float(spec["budget_s"]),
         )  # fmt: skip
     if spec["kind"] == "large":
         return large_pass(spec["path"], int(spec["file_id"]), int(spec["size"]))

@@ -63,6 +63,7 @@ WORKLOADS: dict[str, tuple[str, tuple[Row, ...]]] = {
         "(c) {many_count} new files of {many_size}, created, written and closed by "
         "{many_threads} threads (issue 27)",
         (
+            Row("files written ³", "many_files_written"),
             Row("files/s to the end of the last close (higher is better)", "many_files_s"),
             Row("files/s with an fsync before each close (local disk)", "many_fsync_files_s"),
             Row("files/s, first open until all in S3 ¹ (higher is better)", "many_files_s_to_s3"),
@@ -226,9 +227,9 @@ NOTES = [
     "² Every HTTP request the mount sent through the latency proxy from the pass's start "
     "until everything was in S3, divided by the number of files.",
     "",
-    "³ A system still writing when the time budget of the small-file pass ran out stops "
-    "after the file in progress; its rates are over the files it wrote, and only those are "
-    "waited for and verified.",
+    "³ A system still writing when the time budget of the small-file pass (or of (c)) ran "
+    "out stops after the file in progress (in (c): its threads start no new file); its rates "
+    "are over the files it wrote, and only those are waited for and verified.",
     "",
     "**What a close means.** CloudFS back: the file is durable in the mount's local "
     "journal (fsync'd), uploaded in the background; `cloudfs flush` waits for the uploads, "
