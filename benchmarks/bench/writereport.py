@@ -1,6 +1,8 @@
 """Medians and ratios of a write benchmark run (issue 5) into RESULTS-writes.md.
 
-The part between the HAND-WRITTEN markers is kept when the file is regenerated.
+The part between the HAND-WRITTEN markers is kept when the file is regenerated, and so is
+the table of a workload this run did not measure (``--workloads``), marked as from the
+run that did.
 """
 
 from __future__ import annotations
@@ -250,6 +252,23 @@ def hand_written(previous: str | None) -> list[str]:
     return [BEGIN, "_Written by hand; kept when the report is regenerated._", END, ""]
 
 
+def kept_table(previous: str | None, workload: str) -> list[str]:
+    """The previous report's table of ``workload`` (its section), marked as from its run."""
+    letter = WORKLOADS[workload][0][:3]  # "(a)"
+    if not previous or f"\n## {letter}" not in previous:
+        return []
+    section = previous.split(f"\n## {letter}", 1)[1].split("\n## ", 1)[0]
+    lines = [f"## {letter}" + section.rstrip("\n").split("\n", 1)[0], ""]
+    body = section.rstrip("\n").split("\n", 1)[1].strip("\n").split("\n")
+    table_end = max(i for i, line in enumerate(body) if line.startswith("|"))
+    body = body[: table_end + 1]  # not the notes that follow the last table
+    note = "_Not measured by this run: kept from the previous report"
+    if not body[0].startswith("_Not measured"):
+        source = previous.split("- **Raw results:** ", 1)[-1].split("\n", 1)[0]
+        body = [f"{note} (its run: {source}, its date and command)._", "", *body]
+    return [*lines, *body, ""]
+
+
 def render(data: dict[str, Any], json_path: Path, previous: str | None) -> str:
     names = present(data)
     lines = header(data, json_path)
@@ -258,6 +277,8 @@ def render(data: dict[str, Any], json_path: Path, previous: str | None) -> str:
         if any(values(data, s, f"{workload}_files_s") or values(data, s, f"{workload}_mib_s")
                for s in names):  # fmt: skip
             lines += table(data, workload, names)
+        else:
+            lines += kept_table(previous, workload)
     lines += NOTES
     lines += verification(data, names)
     return "\n".join(lines).rstrip("\n") + "\n"
