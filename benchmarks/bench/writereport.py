@@ -73,7 +73,6 @@ WORKLOADS: dict[str, tuple[str, tuple[Row, ...]]] = {
             Row("write (110 KiB) latency p50, ms", "many_write_p50_ms"),
             Row("close latency p50, ms (lower is better)", "many_close_p50_ms"),
             Row("close latency p99, ms (lower is better)", "many_close_p99_ms"),
-            Row("close latency p50 with fsync, ms (local disk)", "many_fsync_close_p50_ms"),
             Row("s from the last close until all in S3 ¹ (lower is better)", "many_to_s3_s"),
             Row("`cloudfs flush` command, s (write-back only)", "many_flush_s"),
             Row("requests through the proxy per file ²", "many_requests_per_file"),
