@@ -3,14 +3,16 @@
 Starts one moto S3 server on 127.0.0.1 and a TCP proxy in front of it that waits 50 ms
 before each request (``--delay-ms``); every system mounts the bucket through the proxy.
 Then, ``--repeats`` times, on every system (the order rotating): (a) one large file
-written in 1 MiB writes then closed, (b) many 1 MiB files each opened, written and closed
-(see bench/writesuite.py and bench/writeload.py). Raw results go to
+written in 1 MiB writes then closed, (b) many 1 MiB files each opened, written and closed,
+(c) 2,000 new 110 KiB files created, written and closed by 8 threads (issue 27; local disk
+also with an fsync per file) (see bench/writesuite.py and bench/writeload.py). Raw results go to
 benchmarks/results/writes-*.json after every system; medians and ratios to
 benchmarks/RESULTS-writes.md.
 
     python3 benchmarks/writes.py                     # 1 GiB + 1,000 files, 3 repeats (~25 min)
     python3 benchmarks/writes.py --quick --repeats 1 # 128 MiB + 100 files, a shake-out run
     python3 benchmarks/writes.py --systems cloudfs-back,local --quick
+    python3 benchmarks/writes.py --workloads many    # only (c), all systems
     python3 benchmarks/writes.py --report-only benchmarks/results/writes-....json
 
 Needs root (FUSE mounts, drop_caches), fuse3, s3fs and rclone; benchmarks/writes.sh
@@ -38,7 +40,13 @@ sys.path[:0] = [str(BENCH_DIR), str(REPO_ROOT)]
 from bench import writereport  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
 from bench.systems import Context, System, unmount_leftovers  # noqa: E402
-from bench.writesuite import WRITE_SYSTEMS, CloudFSBack, WriteRun, WriteSpec  # noqa: E402
+from bench.writesuite import (  # noqa: E402
+    WORKLOADS,
+    WRITE_SYSTEMS,
+    CloudFSBack,
+    WriteRun,
+    WriteSpec,
+)
 
 from testkit.faults_proxy import running_proxy  # noqa: E402
 from testkit.servers import running_s3_server  # noqa: E402
@@ -60,6 +68,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--systems",
         default=",".join(WRITE_SYSTEMS),
         help=f"comma-separated subset of {','.join(WRITE_SYSTEMS)}",
+    )
+    p.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (all)",
     )
     p.add_argument(
         "--small-budget",
@@ -116,6 +129,10 @@ def on_signal(signum: int, frame: FrameType | None) -> None:
 
 def run(args: argparse.Namespace) -> Path:
     spec = WriteSpec.quick() if args.quick else WriteSpec.full()
+    workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+    if not workloads or set(workloads) - set(WORKLOADS):
+        sys.exit(f"writes: --workloads: choose from {list(WORKLOADS)}")
+    spec = dataclasses.replace(spec, workloads=workloads)
     if args.small_budget is not None:
         spec = dataclasses.replace(spec, small_budget_s=args.small_budget)
     timeout = args.pass_timeout or (180.0 if args.quick else 600.0)

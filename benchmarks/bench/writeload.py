@@ -15,8 +15,14 @@ Spec kinds:
   system that takes longer than B seconds is stopped after the file in progress then
   (``files`` says how many were written), so that a slow system's rate is still measured
   but does not stretch the run.
+- ``many``: ``{"kind": "many", "dir": D, "count": N, "size": S, "first_id": I,
+  "threads": T, "fsync": F, "budget_s": B}`` — N new files ``D/fNNNN.bin`` of S bytes
+  (S <= 1 MiB, one write each), created, written and closed by T threads taking the next
+  index from a shared counter (with ``fsync``: an fsync before each close); files/s to the
+  end of the last close, and the latencies. After B seconds no thread starts another file
+  (``files``: those written, indexes 0 to files - 1).
 
-Both report ``end_wall``, the wall-clock time just after the last close, from which the
+All report ``end_wall``, the wall-clock time just after the last close, from which the
 parent times how long the bytes then take to reach the object store.
 
 The bytes are deterministic, so the parent can check what landed in S3 without keeping a
@@ -26,12 +32,14 @@ copy: chunk ``i`` of file ``I`` is a 1 MiB slice, at an offset that depends on `
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
 import random
 import statistics
 import sys
+import threading
 import time
 from functools import cache
 from typing import Any
@@ -144,7 +152,80 @@ def small_pass(
     }
 
 
+def many_pass(
+    directory: str,
+    count: int,
+    size: int,
+    first_id: int,
+    threads: int,
+    fsync: bool,
+    budget_s: float | None = None,
+) -> dict[str, Any]:
+    os.makedirs(directory, exist_ok=True)
+    data = [chunk(first_id + i, 0, size) for i in range(count)]
+    order = iter(range(count))
+    lock = threading.Lock()
+    closes: list[float] = []
+    opens: list[float] = []
+    writes: list[float] = []
+
+    def worker() -> None:
+        mine: list[float] = []
+        my_opens: list[float] = []
+        my_writes: list[float] = []
+        while True:
+            with lock:
+                late = budget_s is not None and time.perf_counter() - start > budget_s
+                i = None if late else next(order, None)
+            if i is None:
+                break
+            path = os.path.join(directory, small_name(i))
+            t0 = time.perf_counter()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            t1 = time.perf_counter()
+            write_all(fd, data[i])
+            if fsync:
+                os.fsync(fd)
+            t2 = time.perf_counter()
+            os.close(fd)
+            mine.append((time.perf_counter() - t2) * 1000)
+            my_opens.append((t1 - t0) * 1000)
+            my_writes.append((t2 - t1) * 1000)
+        with lock:
+            closes.extend(mine)
+            opens.extend(my_opens)
+            writes.extend(my_writes)
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(worker) for _ in range(threads)]:
+            future.result()
+    secs = time.perf_counter() - start
+    end_wall = time.time()
+    closes.sort()
+    done = len(closes)
+    return {
+        "files": done,
+        "files_requested": count,
+        "bytes": done * size,
+        "seconds": secs,
+        "files_s": done / secs,
+        "open_p50_ms": statistics.median(opens),
+        "write_p50_ms": statistics.median(writes),
+        "close_p50_ms": statistics.median(closes),
+        "close_p99_ms": percentile(closes, 0.99),
+        "close_max_ms": closes[-1],
+        "end_wall": end_wall,
+    }
+
+
 def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec["kind"] == "many":
+        return many_pass(
+            spec["dir"], int(spec["count"]), int(spec["size"]), int(spec["first_id"]),
+            int(spec["threads"]), bool(spec["fsync"]),
+            None if spec.get("budget_s") is None else float(spec["budget_s"]),
+        )  # fmt: skip
     if spec["kind"] == "large":
         return large_pass(spec["path"], int(spec["file_id"]), int(spec["size"]))
     if spec["kind"] == "small":

@@ -1,6 +1,8 @@
 """Medians and ratios of a write benchmark run (issue 5) into RESULTS-writes.md.
 
-The part between the HAND-WRITTEN markers is kept when the file is regenerated.
+The part between the HAND-WRITTEN markers is kept when the file is regenerated, and so is
+the table of a workload this run did not measure (``--workloads``), marked as from the
+run that did.
 """
 
 from __future__ import annotations
@@ -57,6 +59,23 @@ WORKLOADS: dict[str, tuple[str, tuple[Row, ...]]] = {
             Row("s from the last close until all in S3 ¹ (lower is better)", "small_to_s3_s"),
             Row("`cloudfs flush` command, s (write-back only)", "small_flush_s"),
             Row("requests through the proxy per file ²", "small_requests_per_file"),
+        ),
+    ),
+    "many": (
+        "(c) {many_count} new files of {many_size}, created, written and closed by "
+        "{many_threads} threads (issue 27)",
+        (
+            Row("files written ³", "many_files_written"),
+            Row("files/s to the end of the last close (higher is better)", "many_files_s"),
+            Row("files/s with an fsync before each close (local disk)", "many_fsync_files_s"),
+            Row("files/s, first open until all in S3 ¹ (higher is better)", "many_files_s_to_s3"),
+            Row("open (create) latency p50, ms", "many_open_p50_ms"),
+            Row("write (110 KiB) latency p50, ms", "many_write_p50_ms"),
+            Row("close latency p50, ms (lower is better)", "many_close_p50_ms"),
+            Row("close latency p99, ms (lower is better)", "many_close_p99_ms"),
+            Row("s from the last close until all in S3 ¹ (lower is better)", "many_to_s3_s"),
+            Row("`cloudfs flush` command, s (write-back only)", "many_flush_s"),
+            Row("requests through the proxy per file ²", "many_requests_per_file"),
         ),
     ),
 }
@@ -139,7 +158,13 @@ def header(data: dict[str, Any], json_path: Path) -> list[str]:
 def table(data: dict[str, Any], workload: str, names: list[str]) -> list[str]:
     spec = data["meta"]["workloads"]
     title, rows = WORKLOADS[workload]
-    title = title.format(large=f"{spec['large_size'] >> 20} MiB", count=f"{spec['small_count']:,}")
+    title = title.format(
+        large=f"{spec['large_size'] >> 20} MiB",
+        count=f"{spec['small_count']:,}",
+        many_count=f"{spec.get('many_count', 0):,}",
+        many_size=f"{spec.get('many_size', 0) >> 10} KiB",
+        many_threads=spec.get("many_threads", 0),
+    )
     peers = [p for p in PEERS if p in names] if BACK in names else []
     cols = [LABELS[s] for s in names] + [f"back ÷ {LABELS[p]}" for p in peers]
     lines = [f"## {title}", "", "| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -162,17 +187,26 @@ def verification(data: dict[str, Any], names: list[str]) -> list[str]:
         "",
         "After each pass and unmount: every file's size in the bucket (local disk: in the "
         "directory), nothing extra, and the SHA-256 of a sample (the large file; 20 of the "
-        "small files) against the bytes written. Repeats that passed:",
+        "small files of (b) and of (c)) against the bytes written. Repeats that passed:",
         "",
         "| | " + " | ".join(LABELS[s] for s in names) + " |",
         "|---" * (len(names) + 1) + "|",
     ]
-    for workload in WORKLOADS:
+    for workload in (*WORKLOADS, "many_fsync"):
         cells = []
         for s in names:
-            runs = [r["systems"][s] for r in data["repeats"] if s in r.get("systems", {})]
-            ok = sum(1 for r in runs if r.get("verified", {}).get(workload))
+            runs = [
+                r["systems"][s]["verified"]
+                for r in data["repeats"]
+                if workload in r.get("systems", {}).get(s, {}).get("verified", {})
+            ]
+            ok = sum(1 for r in runs if r[workload])
+            if not runs:
+                cells.append("-")
+                continue
             cells.append(f"{ok}/{len(runs)}" + ("" if ok == len(runs) else " **FAILED**"))
+        if all(c == "-" for c in cells):
+            continue
         lines.append(f"| {workload} | " + " | ".join(cells) + " |")
     lines.append("")
     errors: list[str] = []
@@ -194,9 +228,9 @@ NOTES = [
     "² Every HTTP request the mount sent through the latency proxy from the pass's start "
     "until everything was in S3, divided by the number of files.",
     "",
-    "³ A system still writing when the time budget of the small-file pass ran out stops "
-    "after the file in progress; its rates are over the files it wrote, and only those are "
-    "waited for and verified.",
+    "³ A system still writing when the time budget of the small-file pass (or of (c)) ran "
+    "out stops after the file in progress (in (c): its threads start no new file); its rates "
+    "are over the files it wrote, and only those are waited for and verified.",
     "",
     "**What a close means.** CloudFS back: the file is durable in the mount's local "
     "journal (fsync'd), uploaded in the background; `cloudfs flush` waits for the uploads, "
@@ -204,7 +238,8 @@ NOTES = [
     "returns. rclone `--vfs-cache-mode full`: the file is in rclone's local cache directory "
     "when close returns; its upload starts `--vfs-write-back` (5 s) after the last close, "
     "and an rclone stopped before then uploads it the next time it runs with the same cache "
-    "directory. Local disk: the bytes are in the page cache (no fsync).",
+    "directory. Local disk: the bytes are in the page cache (no fsync; in (c) also measured "
+    "with an fsync before each close, what CloudFS back's close guarantees).",
     "",
 ]
 
@@ -218,12 +253,33 @@ def hand_written(previous: str | None, begin: str = BEGIN) -> list[str]:
     return [begin, "_Written by hand; kept when the report is regenerated._", END, ""]
 
 
+def kept_table(previous: str | None, workload: str) -> list[str]:
+    """The previous report's table of ``workload`` (its section), marked as from its run."""
+    letter = WORKLOADS[workload][0][:3]  # "(a)"
+    if not previous or f"\n## {letter}" not in previous:
+        return []
+    section = previous.split(f"\n## {letter}", 1)[1].split("\n## ", 1)[0]
+    lines = [f"## {letter}" + section.rstrip("\n").split("\n", 1)[0], ""]
+    body = section.rstrip("\n").split("\n", 1)[1].strip("\n").split("\n")
+    table_end = max(i for i, line in enumerate(body) if line.startswith("|"))
+    body = body[: table_end + 1]  # not the notes that follow the last table
+    note = "_Not measured by this run: kept from the previous report"
+    if not body[0].startswith("_Not measured"):
+        source = previous.split("- **Raw results:** ", 1)[-1].split("\n", 1)[0]
+        body = [f"{note} (its run: {source}, its date and command)._", "", *body]
+    return [*lines, *body, ""]
+
+
 def render(data: dict[str, Any], json_path: Path, previous: str | None) -> str:
     names = present(data)
     lines = header(data, json_path)
     lines += ["## Reading the numbers", "", *hand_written(previous)]
     for workload in WORKLOADS:
-        lines += table(data, workload, names)
+        if any(values(data, s, f"{workload}_files_s") or values(data, s, f"{workload}_mib_s")
+               for s in names):  # fmt: skip
+            lines += table(data, workload, names)
+        else:
+            lines += kept_table(previous, workload)
     lines += NOTES
     lines += verification(data, names)
     return "\n".join(lines).rstrip("\n") + "\n"

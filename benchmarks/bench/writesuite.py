@@ -1,10 +1,12 @@
 """The write passes for one system (issue 5), each on a fresh mount with an empty cache.
 
-For each workload (``large``: one big file; ``small``: many 1 MiB files, see
-``writeload``): ``sync; drop_caches``, mount, run the pass in a child process (bounded),
-then wait until everything written is in the object store (bounded): ``cloudfs flush`` on
-CloudFS write-back, polling the bucket on the other FUSE systems (write-through systems are
-there at once; rclone uploads ``--vfs-write-back`` = 5 s after the last close). Then
+For each workload (``large``: one big file; ``small``: many 1 MiB files; ``many``: many
+new small files from several threads, and on local disk also ``many_fsync``, the same with
+an fsync per file; see ``writeload``): ``sync; drop_caches``, mount, run the pass in a
+child process (bounded), then wait until everything written is in the object store
+(bounded): ``cloudfs flush`` on CloudFS write-back, polling the bucket on the other FUSE
+systems (write-through systems are there at once; rclone uploads ``--vfs-write-back`` = 5 s
+after the last close). Then
 unmount, check what is in the bucket (or the local directory) against what was written,
 and delete it. Requests through the latency proxy are counted from the pass's start until
 everything is in the store.
@@ -27,6 +29,7 @@ from bench.workloads import PassFailed, run_pass
 from bench.writeload import small_name
 
 MiB = 1 << 20
+WORKLOADS = ("large", "small", "many")
 Log = Callable[[str], None]
 
 
@@ -53,6 +56,11 @@ class WriteSpec:
     small_count: int
     small_budget_s: float  # a slower system writes fewer small files (see writeload)
     small_size: int = MiB
+    many_count: int = 2000  # (c), issue 27: new small files from several threads
+    many_size: int = 110 * 1024
+    many_threads: int = 8
+    many_budget_s: float = 60.0  # then no new file is started (s3fs would take ~10 min)
+    workloads: tuple[str, ...] = WORKLOADS
 
     @classmethod
     def full(cls) -> WriteSpec:
@@ -60,14 +68,19 @@ class WriteSpec:
 
     @classmethod
     def quick(cls) -> WriteSpec:
-        return cls(large_size=128 * MiB, small_count=100, small_budget_s=60.0)
+        return cls(large_size=128 * MiB, small_count=100, small_budget_s=60.0, many_count=200)
 
     def describe(self) -> str:
-        return (
-            f"(a) one {self.large_size // MiB} MiB file in 1 MiB writes; "
-            f"(b) {self.small_count:,} files of {self.small_size // MiB} MiB, one thread, "
-            f"stopped after {self.small_budget_s:.0f} s if not done"
-        )
+        parts = {
+            "large": f"(a) one {self.large_size // MiB} MiB file in 1 MiB writes",
+            "small": f"(b) {self.small_count:,} files of {self.small_size // MiB} MiB, one "
+            f"thread, stopped after {self.small_budget_s:.0f} s if not done",
+            "many": f"(c) {self.many_count:,} new files of {self.many_size // 1024} KiB "
+            f"(create, one write, close) from {self.many_threads} threads, no new file "
+            f"started after {self.many_budget_s:.0f} s; on local disk also with an fsync "
+            "before each close",
+        }
+        return "; ".join(parts[w] for w in self.workloads)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,8 +109,10 @@ class WriteRun:
 
     def run(self) -> dict[str, Any]:
         start = time.monotonic()
-        for workload in ("large", "small"):
+        for workload in self.spec.workloads:
             self.phase(workload)
+            if workload == "many" and isinstance(self.system, LocalDisk):
+                self.phase("many_fsync")
         if self.system.is_fuse:  # directory markers some systems leave behind
             objects.delete_prefix(self.client, self.bucket, f"{self.system.name}-r{self.repeat}/")
         return {
@@ -112,9 +127,14 @@ class WriteRun:
         base = self.repeat * 100_000
         if workload == "large":
             return [Expected(prefix + "large.bin", base, self.spec.large_size)]
+        if workload == "small":
+            return [
+                Expected(prefix + small_name(i), base + 1 + i, self.spec.small_size)
+                for i in range(self.spec.small_count)
+            ]
         return [
-            Expected(prefix + small_name(i), base + 1 + i, self.spec.small_size)
-            for i in range(self.spec.small_count)
+            Expected(prefix + small_name(i), base + 50_000 + i, self.spec.many_size)
+            for i in range(self.spec.many_count)
         ]
 
     def pass_spec(self, workload: str, mount: Mount, expected: list[Expected]) -> dict[str, Any]:
@@ -122,6 +142,12 @@ class WriteRun:
             e = expected[0]
             return {"kind": "large", "path": str(mount.root / e.key), "file_id": e.file_id,
                     "size": e.size}  # fmt: skip
+        if workload.startswith("many"):
+            return {"kind": "many", "dir": str(mount.root / expected[0].key).rsplit("/", 1)[0],
+                    "count": len(expected), "size": self.spec.many_size,
+                    "first_id": expected[0].file_id, "threads": self.spec.many_threads,
+                    "fsync": workload == "many_fsync",
+                    "budget_s": self.spec.many_budget_s}  # fmt: skip
         return {
             "kind": "small",
             "dir": str(mount.root / expected[0].key).rsplit("/", 1)[0],
@@ -173,16 +199,19 @@ class WriteRun:
         self.raw[workload] = out
         if workload == "large":
             keys = {"large_mib_s": "mib_s", "large_close_ms": "close_ms"}
+        elif workload.startswith("many"):
+            keys = {f"{workload}_{k}": k for k in ("files_s", "open_p50_ms", "write_p50_ms",
+                                                    "close_p50_ms", "close_p99_ms")}
         else:
             keys = {"small_files_s": "files_s", "small_open_p50_ms": "open_p50_ms",
                     "small_write_p50_ms": "write_p50_ms", "small_close_p50_ms": "close_p50_ms",
                     "small_close_p99_ms": "close_p99_ms"}  # fmt: skip
         for key, field in keys.items():
             self.results[key] = float(out[field])
-        if workload == "small":
-            self.results["small_files_written"] = float(out["files"])
+        if workload in ("small", "many"):
+            self.results[f"{workload}_files_written"] = float(out["files"])
             if out["files"] < out["files_requested"]:
-                self.log(f"    stopped at the {self.spec.small_budget_s:.0f} s budget after "
+                self.log(f"    stopped at the time budget after "
                          f"{out['files']} of {out['files_requested']} files")  # fmt: skip
         self.log("    " + ", ".join(f"{k}={self.results[k]:,.1f}" for k in keys))
 
@@ -223,7 +252,7 @@ class WriteRun:
         if workload == "large":
             self.results["large_mib_s_to_s3"] = out["bytes"] / MiB / to_s3
         else:
-            self.results["small_files_s_to_s3"] = out["files"] / to_s3
+            self.results[f"{workload}_files_s_to_s3"] = out["files"] / to_s3
         self.log(f"    {key}={self.results[key]:,.2f}")
 
     def check(self, workload: str, prefix: str, expected: list[Expected]) -> None:

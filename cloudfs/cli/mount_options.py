@@ -107,7 +107,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="3600",
         help="write-back: seconds after which a file still not uploaded is reported (3600)",
     )
-    p.add_argument("--upload-concurrency", default="4", help="write-back: uploads at once (4)")
+    p.add_argument(
+        "--upload-concurrency",
+        default="4",
+        help="write-back: uploads of large files at once, and of small ones (4; 12 more small "
+        "ones once closes pause)",
+    )
     p.add_argument(
         "--drain-timeout",
         default="600",

@@ -105,13 +105,16 @@ class Committer:
         self._remember(attr)
         return True
 
-    async def seal(self, inode: InodeId, path: str, key: str, size: int, mtime_ns: int) -> None:
-        """Write-back: journal the detached staged copy at ``path`` durably, then record
-        its size as pending (the file at ``path`` is the journal's, or gone, after)."""
+    async def seal(
+        self, inode: InodeId, path: str, fd: int, key: str, size: int, mtime_ns: int
+    ) -> None:
+        """Write-back: journal the detached staged copy at ``path`` (open as ``fd``, which
+        the journal closes) durably, then record its size as pending (the file at
+        ``path`` is the journal's, or gone, after)."""
         uploader = self.uploader
         assert uploader is not None, "seal() without an uploader: check journaled() first"
         try:
-            await uploader.seal(inode, key, size, mtime_ns, path)
+            await uploader.seal(inode, key, size, mtime_ns, path, fd=fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(path)

@@ -256,20 +256,19 @@ class StagedFile:
             self.dirty = False
             return info
 
-    async def detach(self) -> str:
-        """Make the local file complete and durable, close it, and hand it over.
+    async def detach(self) -> tuple[str, int]:
+        """Make the local file complete and hand it over, still open.
 
-        Returns its path; the caller owns the file from then on (the write-back
-        journal moves it). The object is closed afterwards.
+        Returns its path and descriptor; the caller owns both from then on (the
+        write-back journal fsyncs and closes the descriptor and moves the file, in
+        one thread hop). The object is closed afterwards.
         """
         self._check_open()
         async with self._lock:
             await self._materialize_locked()
-            await _run_os(lambda: os.fsync(self._fd), self._limiter)
             self._closed = True
             self._uncharge_above(0)  # from now on the journal holds (and counts) it
-            await _run_os(lambda: os.close(self._fd), self._limiter)
-            return self._path
+            return self._path, self._fd
 
     async def close(self) -> None:
         """Close and delete the staging file. Idempotent."""

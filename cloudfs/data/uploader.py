@@ -3,8 +3,12 @@
 One entry per inode is owed at a time: a newer ``submit`` for the same inode
 supersedes the older entry (its data is dropped unuploaded), so a file
 rewritten within ``delay`` seconds is uploaded once. An entry is due
-``delay`` seconds after it was sealed; at most ``concurrency`` uploads run at
-once. Each upload:
+``delay`` seconds after it was sealed. At most ``concurrency`` uploads of large
+files run at once, and as many of files under ``small_bytes``; when no file was
+closed into the journal for ``quiet`` seconds, up to ``small_concurrency`` more
+of the small ones (one request each: the origin's latency, not its bandwidth,
+bounds their rate; while files are being closed, the CPU goes to the closes
+first). Due entries start in the order they are due. Each upload:
 
 1. asks the sink for the file's current key (``None``: the file was unlinked,
    so it is never uploaded);
@@ -41,6 +45,8 @@ waited for: cut short, it would leave an object under a name no file has.)
 
 from __future__ import annotations
 
+import functools
+import heapq
 import logging
 import math
 import random
@@ -77,6 +83,9 @@ class UploadSink(Protocol):
 @dataclass(frozen=True, slots=True)
 class UploadPolicy:
     concurrency: int = 4
+    small_concurrency: int = 12  # more uploads of small files once closes pause
+    small_bytes: int = 8 << 20
+    quiet: float = 0.5  # seconds without a seal before small_concurrency applies
     delay: float = 0.0  # seconds after close before an upload starts
     deadline: float = 3600.0  # seconds after close before a stuck upload is reported
     retry_base: float = 1.0  # first back-off, doubled per failure
@@ -121,9 +130,17 @@ class Uploader:
         self._owed: dict[int, _Owed] = {}  # inode -> the newest entry owed
         self._wake = trio.Event()
         self._changed = trio.Event()
-        self._slots = trio.Semaphore(max(1, policy.concurrency))
+        self._running = {False: 0, True: 0}  # uploads running, of large / small files
+        self._last_seal = -math.inf  # trio clock
         self._in_flight: Counter[int] = Counter()  # inode -> its upload tasks running
         self._held: Counter[int] = Counter()  # inode -> renames/unlinks holding its uploads
+        # When owed entries are due: (due, seq, inode), stale items skipped when popped, so
+        # that a close costs O(log n) however many files are owed (not a scan of them all).
+        self._due: list[tuple[float, int, int]] = []
+        self._parked: dict[int, _Owed] = {}  # due but held: scheduled again when released
+        # Seals wait on the journal's group commit, each in its own thread: not behind
+        # the uploads' threads.
+        self._seal_limiter = trio.CapacityLimiter(64)
         metrics.writeback_files.set_function(lambda: len(self._owed))
         metrics.writeback_bytes.set_function(lambda: sum(o.entry.size for o in self._owed.values()))
         metrics.writeback_oldest_age.set_function(lambda: self.backlog().oldest_age)
@@ -131,11 +148,22 @@ class Uploader:
 
     # -- what is owed ---------------------------------------------------------
 
-    async def seal(self, inode: int, key: str, size: int, mtime_ns: int, path: str) -> JournalEntry:
-        """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS."""
-        entry: JournalEntry = await trio.to_thread.run_sync(
-            self._journal.seal, inode, key, size, mtime_ns, path, limiter=self._limiter
-        )
+    async def seal(
+        self, inode: int, key: str, size: int, mtime_ns: int, path: str, *, fd: int = -1
+    ) -> JournalEntry:
+        """Journal the complete file at ``path`` (moved, durably) and owe it to the UFS.
+
+        ``fd``: the file, open; the journal fsyncs and closes it (in the same thread
+        hop). Not cancelled once called, so the descriptor is always closed.
+        Concurrent seals share the journal's fsyncs (its group commit), so each
+        runs in its own thread.
+        """
+        seal = functools.partial(self._journal.seal, fd=fd)
+        self._last_seal = trio.current_time()
+        with trio.CancelScope(shield=True):
+            entry: JournalEntry = await trio.to_thread.run_sync(
+                seal, inode, key, size, mtime_ns, path, limiter=self._seal_limiter
+            )
         self.submit(entry)
         return entry
 
@@ -153,6 +181,7 @@ class Uploader:
             return
         due = trio.current_time() + max(0.0, entry.sealed_at + self._policy.delay - time.time())
         self._owed[entry.inode] = _Owed(entry, due, recovered=recovered)
+        self._schedule(self._owed[entry.inode])
         if old is not None:
             if old.uploading:
                 old.superseded_by = entry  # its task forgets it when the put returns
@@ -189,8 +218,11 @@ class Uploader:
 
     async def drain(self) -> None:
         """Wait until nothing is owed (bound it with ``trio.move_on_after``)."""
+        now = trio.current_time()
         for owed in self._owed.values():
-            owed.due = min(owed.due, trio.current_time())  # no upload delay when draining
+            if owed.due > now:
+                owed.due = now  # no upload delay when draining
+                self._schedule(owed)
         self._poke()
         while self._owed:
             await self._changed.wait()
@@ -211,6 +243,10 @@ class Uploader:
         finally:
             self._held.subtract(held)
             self._held += Counter()  # drop the zeros
+            for inode in held:
+                parked = self._parked.pop(inode, None)
+                if parked is not None:
+                    self._schedule(parked)
             self._poke()
 
     # -- the work -------------------------------------------------------------
@@ -219,29 +255,52 @@ class Uploader:
         """Upload what is due until cancelled (a nursery task of the mount)."""
         async with trio.open_nursery() as nursery:
             while True:
-                now = trio.current_time()
-                due = [
-                    o
-                    for o in self._owed.values()
-                    if not o.uploading and o.due <= now and not self._held[o.entry.inode]
-                ]
-                for owed in sorted(due, key=lambda o: o.due):
-                    await self._slots.acquire()
-                    inode = owed.entry.inode
-                    if self._owed.get(inode) is not owed or owed.uploading or self._held[inode]:
-                        self._slots.release()
+                while self._due and self._due[0][0] <= trio.current_time():
+                    owed = self._next_due()
+                    if owed is None:
+                        continue
+                    small = owed.entry.size < self._policy.small_bytes
+                    await self._take_slot(small)
+                    if not self._startable(owed):  # changed while waiting for a slot
+                        self._running[small] -= 1
+                        if self._owed.get(owed.entry.inode) is owed and not owed.uploading:
+                            self._schedule(owed)
                         continue
                     owed.uploading = True
-                    self._in_flight[inode] += 1
+                    self._in_flight[owed.entry.inode] += 1
                     nursery.start_soon(self._upload, owed)
-                waiting = [
-                    o.due
-                    for o in self._owed.values()
-                    if not o.uploading and not self._held[o.entry.inode]
-                ]
                 self._wake = trio.Event()
-                with trio.move_on_at(min(waiting, default=math.inf)):
+                with trio.move_on_at(self._due[0][0] if self._due else math.inf):
                     await self._wake.wait()
+
+    async def _take_slot(self, small: bool) -> None:
+        while True:
+            limit = max(1, self._policy.concurrency)
+            if small and trio.current_time() - self._last_seal >= self._policy.quiet:
+                limit += self._policy.small_concurrency
+            if self._running[small] < limit:
+                self._running[small] += 1
+                return
+            with trio.move_on_after(self._policy.quiet):  # or until closes pause
+                await self._changed.wait()
+
+    def _schedule(self, owed: _Owed) -> None:
+        heapq.heappush(self._due, (owed.due, owed.entry.seq, owed.entry.inode))
+
+    def _next_due(self) -> _Owed | None:
+        """Pop the earliest due item: its entry if it may start now (a held one is parked)."""
+        due, seq, inode = heapq.heappop(self._due)
+        owed = self._owed.get(inode)
+        if owed is None or owed.entry.seq != seq or owed.due != due or owed.uploading:
+            return None  # stale: superseded, unlinked, rescheduled or started
+        if self._held[inode]:
+            self._parked[inode] = owed
+            return None
+        return owed
+
+    def _startable(self, owed: _Owed) -> bool:
+        inode = owed.entry.inode
+        return self._owed.get(inode) is owed and not owed.uploading and not self._held[inode]
 
     async def _upload(self, owed: _Owed) -> None:
         entry = owed.entry
@@ -259,11 +318,13 @@ class Uploader:
             self._in_flight[entry.inode] -= 1
             if not self._in_flight[entry.inode]:
                 del self._in_flight[entry.inode]
-            self._slots.release()
+            self._running[entry.size < self._policy.small_bytes] -= 1
         if done or owed.superseded_by is not None:
             if self._owed.get(entry.inode) is owed:
                 del self._owed[entry.inode]
             await self._forget(entry)
+        elif self._owed.get(entry.inode) is owed:
+            self._schedule(owed)  # after its back-off
         self._poke()
 
     async def _attempt(self, entry: JournalEntry, recovered: bool) -> bool:

@@ -204,7 +204,7 @@ class Vfs:
         attr, key = await self._meta(
             self.meta.create_open, parent, name, mode & 0o7777, caller.uid, caller.gid
         )  # create, open and object key in one tree call
-        return await self.files.created(attr, flags, key), attr  # released there on failure
+        return await self.files.created(attr, flags, key), attr
 
     async def open(self, inode: InodeId, flags: int) -> tuple[HandleId, bool]:
         return await self.files.open(inode, flags)

@@ -155,20 +155,19 @@ class FileIO:
         return self._shared_tree
 
     async def created(self, attr: Attr, flags: int, key: str | None = None) -> HandleId:
-        """A handle on a file ``create`` just made: empty, staged, due for upload.
+        """A handle on a file ``create`` just made: empty, due for upload (staged on
+        its first write or flush: ``OpenInode.fresh``).
 
         ``key``: ``create_open`` made it, already held open in the tree, at this key."""
         if key is None:
             attr = await self._hold(attr.inode)
         oi = self._open.setdefault(attr.inode, OpenInode(attr.inode))
         if key is not None:
-            oi.key, oi.key_generation, oi.bare = key, self._generation, True
+            oi.key, oi.key_generation = key, self._generation
+        oi.bare = oi.handles == 0  # no xattr yet: made just now, and held only here
         oi.handles += 1
-        try:
-            await self._staged(oi, new=True)
-        except BaseException:
-            await self._drop_handle(oi)
-            raise
+        if oi.staged is None:
+            oi.fresh = True
         oi.mtime_ns = attr.mtime_ns
         return self._handles.add(FileHandle(attr.inode, flags, ReadCursor()))
 
@@ -333,6 +332,7 @@ class FileIO:
             if ref is not None:
                 staged.rebase(ref)
         if oi.staged is None:
+            new = new or oi.fresh
             pending = None if new else self._pending(oi.inode)
             name = f"{oi.inode}-{time.monotonic_ns()}"
             if pending is not None:
@@ -349,6 +349,7 @@ class FileIO:
                 self._staging_dir, name, base, self._reader, self._disk_limiter,
                 new=new, space=self.space,
             )  # fmt: skip
+            oi.fresh = False
         return oi.staged
 
     def _pending(self, inode: InodeId) -> JournalEntry | None:
@@ -372,6 +373,8 @@ class FileIO:
         return data
 
     async def _upload_if_dirty(self, oi: OpenInode) -> None:
+        if oi.fresh and not oi.unlinked:  # created, never written: upload it empty
+            await self._staged(oi, new=True)
         staged = oi.staged
         if staged is None or not staged.dirty or oi.unlinked:
             return
@@ -385,9 +388,9 @@ class FileIO:
         size = staged.size
         mtime_ns = oi.mtime_ns or time.time_ns()
         if self.committer.journaled(oi.inode):
-            path = await staged.detach()
+            path, fd = await staged.detach()
             oi.staged = None  # its bytes go to the journal
-            await self.committer.seal(oi.inode, path, key, size, mtime_ns)
+            await self.committer.seal(oi.inode, path, fd, key, size, mtime_ns)
             return
         generation = self._generation
         moved = lambda: generation != self._generation  # noqa: E731

@@ -41,6 +41,10 @@ class OpenInode:
     # Made by this mount and given no xattr since: getxattr is answered here (the
     # kernel asks for security.capability before a new file's first write).
     bare: bool = False
+    # Made by create and not staged yet: its staged copy (empty, due for upload) is made
+    # on the first write or at the first flush, out of the create's reply (the kernel
+    # holds the directory's lock until then, so creates in one directory are serial).
+    fresh: bool = False
 
 
 @dataclass

@@ -252,7 +252,9 @@ def test_staged_files_charge_the_staging_area_by_logical_size(tmp_path: Path) ->
         assert space.used == 4000
         await cow.close()
         assert space.used == 1000
-        paths.append(await new.detach())  # handed to the journal, which counts it from now on
+        path, fd = await new.detach()  # handed to the journal, which counts it from now on
+        os.close(fd)
+        paths.append(path)
         assert space.used == 0
 
     paths: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -48,11 +49,27 @@ def test_recovery_removes_half_sealed_debris(tmp_path: Path) -> None:
     journal = WriteJournal(str(tmp_path / "wb"))
     kept = journal.seal(1, "k", 1, 1, staged(tmp_path, "s", b"k"))
     (tmp_path / "wb" / "data" / "99").write_bytes(b"data whose record never landed")
-    (tmp_path / "wb" / "records" / "98.json.tmp").write_text("{")
+    (tmp_path / "wb" / "records" / "98.json.tmp").write_text("{")  # the older format's debris
     (tmp_path / "wb" / "records" / "97.json").write_text("not json")
     assert WriteJournal(str(tmp_path / "wb")).recover() == [kept]
     assert sorted(os.listdir(tmp_path / "wb" / "data")) == [str(kept.seq)]
-    assert sorted(os.listdir(tmp_path / "wb" / "records")) == [f"{kept.seq}.json"]
+    assert os.listdir(tmp_path / "wb" / "records") == []
+
+
+def test_records_of_the_older_format_are_recovered_and_removed(tmp_path: Path) -> None:
+    """A journal left by a version with one record file per entry still uploads."""
+    wb = tmp_path / "wb"
+    WriteJournal(str(wb))
+    (wb / "data" / "7").write_bytes(b"old")
+    record = {"version": 1, "seq": 7, "inode": 3, "key": "k", "size": 3, "mtime_ns": 1,
+              "sealed_at": 1.0, "data_path": "/elsewhere/7"}  # fmt: skip
+    (wb / "records" / "7.json").write_text(json.dumps(record))
+    journal = WriteJournal(str(wb))
+    [entry] = journal.recover()
+    assert (entry.seq, entry.inode, entry.data_path) == (7, 3, str(wb / "data" / "7"))
+    assert journal.seal(3, "k", 1, 2, staged(tmp_path, "s", b"n")).seq == 8
+    journal.remove(entry)
+    assert os.listdir(wb / "records") == [] and not (wb / "data" / "7").exists()
 
 
 def test_remove_is_idempotent(tmp_path: Path) -> None:
@@ -66,9 +83,9 @@ def test_remove_is_idempotent(tmp_path: Path) -> None:
 def test_a_failed_seal_leaves_the_source_in_place(tmp_path: Path) -> None:
     journal = WriteJournal(str(tmp_path / "wb"))
     source = staged(tmp_path, "s", b"keep me")
-    records = tmp_path / "wb" / "records"
-    records.rmdir()
-    records.write_text("a file where the records directory should be")
+    segments = tmp_path / "wb" / "log"
+    segments.rmdir()
+    segments.write_text("a file where the log directory should be")
     with pytest.raises(FsError):
         journal.seal(1, "k", 7, 1, source)
     assert Path(source).read_bytes() == b"keep me" and os.listdir(tmp_path / "wb" / "data") == []
