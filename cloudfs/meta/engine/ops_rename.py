@@ -42,6 +42,7 @@ from cloudfs.errors import (
     NotADirectory,
     NotEmpty,
     NotFound,
+    RemoteIOError,
 )
 from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
@@ -281,6 +282,8 @@ def _rename(
             found = _plan(txn, ctx.store, old, new, flags)
             if found is None:
                 return 0, None
+            if found.steps:  # the reservations should make this impossible: never skip them
+                raise RemoteIOError(f"rename of {old[1]!r}: its UFS state changed meanwhile")
         _apply(txn, found, old, new, exchange, ctx.clock())
         return found.src, found.dst
 

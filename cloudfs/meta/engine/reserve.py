@@ -34,15 +34,18 @@ is ignored after ``HOLD_FOR`` seconds.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from cloudfs.errors import RemoteIOError
+from cloudfs.errors import FsError, RemoteIOError
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
+
+log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 T = TypeVar("T")
@@ -69,8 +72,7 @@ def check(txn: KVTxn, keys: list[bytes], now: int, *, fence: bool = False) -> No
     """Raise ``Reserved`` if one of ``keys`` (or, with ``fence``, the fence) is live."""
     wanted = [*keys, FENCE_KEY] if fence else keys
     for value in txn.get_many(wanted):
-        if _live(value, now):
-            assert value is not None
+        if value is not None and _live(value, now):
             raise Reserved(codec.from_u64(value))
 
 
@@ -150,8 +152,8 @@ def in_ufs(
     def plan_and_hold(txn: KVTxn) -> P:
         planned, keys = plan(txn)
         now = clock()
+        check(txn, keys, now, fence=True)  # nobody else's, nor a fence
         wanted = [*keys, FENCE_KEY] if fence else keys
-        check(txn, wanted, now, fence=True)
         hold(txn, wanted, now)
         held[:] = wanted
         return planned
@@ -168,5 +170,8 @@ def in_ufs(
         ufs(planned)
         return write_txn(kv, apply_and_drop)
     except BaseException:
-        drop_now(kv, held)
+        try:
+            drop_now(kv, held)
+        except FsError as exc:  # the caller gets the change's own error; these expire
+            log.warning("could not drop reservations after a failed change: %s", exc)
         raise
