@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 P = TypeVar("P")
 T = TypeVar("T")
 
-HOLD_FOR = 60.0  # seconds a reservation lives: more than any UFS call with its retries
+HOLD_FOR = 30.0  # seconds a reservation outlives a dead holder: as the namespace lock (etcd_lock)
 PAUSE_FIRST = 0.002  # seconds between a waiting change's tries, doubling
 PAUSE_MAX = 0.1
 FENCE_KEY = b"F"
