@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 
@@ -83,6 +83,10 @@ class Metrics:
             registry=r,
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
         )
+        # (ioctls answered in C, requests queued for Python, event-loop wake-ups), from
+        # the patched pyfuse3's receiver thread (deploy/pyfuse3/receive-loop.patch).
+        self.fuse_receiver_view: Callable[[], tuple[int, int, int]] | None = None
+        r.register(_FuseReceiver(self))
         self.kernel_invalidations = Counter(
             "cloudfs_kernel_invalidations",
             "Inodes (attributes and pages) and names the mount told the kernel to forget"
@@ -295,6 +299,39 @@ class _MembersUp(Collector):
         for member, up in view():
             family.add_metric([member], 1.0 if up else 0.0)
         yield family
+
+
+class _FuseReceiver(Collector):
+    """What the C thread reading ``/dev/fuse`` did, at scrape time, from
+    ``fuse_receiver_view`` (set by the mount when its pyfuse3 has the receiver):
+    requests it answered itself, without the event loop, and how often it woke the
+    loop for the requests it queued (fewer wake-ups than requests: batches)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        view = self._metrics.fuse_receiver_view
+        if view is None:
+            return
+        ioctls, queued, wakeups = view()
+        answered = CounterMetricFamily(
+            "cloudfs_fuse_answered_in_c",
+            "FUSE requests answered by the C receiver thread, never reaching Python",
+            labels=["op"],
+        )
+        answered.add_metric(["ioctl"], float(ioctls))
+        yield answered
+        yield CounterMetricFamily(
+            "cloudfs_fuse_queued",
+            "FUSE requests the C receiver thread queued for the event loop",
+            value=float(queued),
+        )
+        yield CounterMetricFamily(
+            "cloudfs_fuse_loop_wakeups",
+            "Times the C receiver thread woke the event loop for queued requests",
+            value=float(wakeups),
+        )
 
 
 # -- the S3 gateway (``cloudfs gateway s3``) ------------------------------------------

@@ -57,6 +57,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
             "errors": {op: _int(n) for op, n in sorted(snap.fuse_errors.items())},
             "errors_total": _int(sum(snap.fuse_errors.values())),
             "latency": _latency_json(snap.fuse_latency),
+            "answered_in_c": {op: _int(n) for op, n in sorted(snap.fuse_answered_in_c.items())},
+            "loop_wakeups": _int(snap.fuse_loop_wakeups),
         },
         "ufs": {
             "requests": {op: _int(n) for op, n in sorted(snap.ufs_requests.items())},

@@ -127,6 +127,9 @@ class Snapshot:
     prefetch_bytes: float = 0.0
     prefetch_used_bytes: float = 0.0
     prefetch_wasted_bytes: float = 0.0
+    # by op: requests the patched pyfuse3's C thread answered without Python
+    fuse_answered_in_c: Mapping[str, float] = field(default_factory=dict)
+    fuse_loop_wakeups: float = 0.0  # times that thread woke the event loop
     writeback: WriteBack = field(default_factory=lambda: WriteBack())
     jobs: Sequence[JobRow] = ()
     group: Sequence[MemberRow] = ()  # the cache group's members, as the mount sees them
@@ -194,6 +197,8 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
         prefetch_bytes=total(samples, "cloudfs_prefetch_bytes_total"),
         prefetch_used_bytes=total(samples, "cloudfs_prefetch_used_bytes_total"),
         prefetch_wasted_bytes=total(samples, "cloudfs_prefetch_wasted_bytes_total"),
+        fuse_answered_in_c=by_label(samples, "cloudfs_fuse_answered_in_c_total", "op"),
+        fuse_loop_wakeups=total(samples, "cloudfs_fuse_loop_wakeups_total"),
         writeback=WriteBack(
             files=total(samples, "cloudfs_writeback_pending_files"),
             bytes=total(samples, "cloudfs_writeback_pending_bytes"),

@@ -55,6 +55,14 @@ def caches_listings() -> bool:
     return bool(getattr(pyfuse3, "OPENDIR_HONOURS_CACHE_READDIR", False))
 
 
+def receiver_counts() -> Callable[[], tuple[int, int, int]] | None:
+    """(ioctls answered in C, requests queued for Python, event-loop wake-ups) of the
+    patched pyfuse3's receiver thread, or None for a build without it
+    (``deploy/pyfuse3/receive-loop.patch``)."""
+    counts = getattr(pyfuse3, "receiver_counts", None)
+    return counts if callable(counts) else None
+
+
 def start(ops: pyfuse3.Operations, mountpoint: str, options: set[str]) -> None:
     """Mount on ``mountpoint`` (a resolved path); the kernel then queues requests for ``serve``.
 

@@ -167,6 +167,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         debug=config.debug,
     )
     session.start(ops, config.mountpoint, options)
+    metrics.fuse_receiver_view = session.receiver_counts()
     with ExitStack() as mounted:  # a failure from here on unmounts again
         mounted.callback(session.stop, unmount=True)
         pid_path = runtime.write_pid(config.mountpoint)

@@ -9,6 +9,8 @@ off: CI installs the patched build, and a silent fallback would cost users
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import mmap
 import os
@@ -16,6 +18,7 @@ import random
 import stat
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -92,6 +95,28 @@ def test_warm_files_are_served_by_the_kernel(backing: Backing, mount_factory: Mo
         # and pages were dropped between passes; not reproduced in 20 runs alone).
         assert again.get("read", 0) - first.get("read", 0) <= 2, (first, again)
         assert "through the mount" not in m.log()
+
+
+def test_isatty_is_answered_in_c(backing: Backing, mount_factory: MountFactory) -> None:
+    """Python's buffered open() asks isatty() of every file; the kernel forwards each
+    ioctl, and the patched pyfuse3's receiver thread answers it without the event loop."""
+    if backing.is_tree:
+        pytest.skip(VOLUME_PROPERTY)
+    _put(backing, {"a.txt": b"alpha"})
+    with mount_factory("--read-only") as m:
+        path = m.root / "a.txt"
+        before = _stats(m)["fuse"]["answered_in_c"].get("ioctl", 0)
+        for _ in range(50):
+            with open(path, "rb") as f:  # buffered: one isatty() each
+                assert f.read() == b"alpha"
+        with open(path, "rb", buffering=0) as f:
+            with pytest.raises(OSError) as raised:
+                fcntl.ioctl(f.fileno(), termios.TCGETS, bytes(64))
+            assert raised.value.errno == errno.ENOTTY
+            assert not f.isatty()
+        fuse = _stats(m)["fuse"]
+        assert fuse["answered_in_c"]["ioctl"] - before >= 52, fuse
+        assert fuse["loop_wakeups"] > 0  # the rest still reached the loop, through the queue
 
 
 def test_warm_listings_are_served_by_the_kernel(

@@ -52,6 +52,7 @@ def exposed_samples() -> dict[str, str]:
     """Sample name -> metric type, for every series a fresh Metrics() exposes."""
     metrics = Metrics()
     metrics.peer_members_view = lambda: [("x", True)]  # set by a PeerGroup
+    metrics.fuse_receiver_view = lambda: (1, 1, 1)  # set by a mount with the patched pyfuse3
     for collector in vars(metrics).values():
         if not isinstance(collector, MetricWrapperBase):
             continue
