@@ -66,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--clients", nargs="+", default=list(getclients.CLIENTS))
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
     p.add_argument("--no-gil", action="store_true", help="do not attach py-spy")
+    p.add_argument(
+        "--check-gil", action="store_true", help="only check the GIL-held measure on known cases"
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     unknown = set(args.clients) - set(getclients.CLIENTS)
@@ -162,6 +165,7 @@ def run_worker(
     args: argparse.Namespace,
     crcs: dict[str, Any],
     spy: bool,
+    probe_etag: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One fresh worker process for ``client``: its passes' results and its extras."""
     work = tempfile.mkdtemp(prefix="getclients-", dir="/tmp")
@@ -178,6 +182,8 @@ def run_worker(
         "work_dir": work,
         **crcs,
     }
+    if probe_etag is not None:
+        spec["probe_etag"] = probe_etag
     wenv = dict(env)
     wenv["PYTHONPATH"] = os.pathsep.join(
         [str(BENCH_DIR), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -240,18 +246,20 @@ def _converse(
 
 
 def summarize(runs: list[dict[str, Any]], large: int, n_small: int) -> dict[str, Any]:
-    """Medians over repeats of every pass that succeeded in all of them."""
+    """Medians over the unsampled repeats of every pass that succeeded in all runs; the
+    GIL-held time from the sampled run(s)."""
     out: dict[str, Any] = {}
     for name in getclients.PASSES:
-        rows = [r for run in runs for r in run["results"] if r["pass"] == name]
-        bad = [r.get("error") or r.get("skipped") for r in rows if "count" not in r]
+        every = [r for run in runs for r in run["results"] if r["pass"] == name]
+        rows = [r for run in runs if not run["spy"] for r in run["results"] if r["pass"] == name]
+        bad = [r.get("error") or r.get("skipped") for r in every if "count" not in r]
         if bad or not rows:
             why = [run["extra"].get("error") for run in runs if run["extra"].get("error")]
             out[name] = {"not_measured": (bad or why or ["no result"])[0]}
             continue
         wall = statistics.median(r["wall_s"] for r in rows)
         cpu = statistics.median(r["cpu_s"] for r in rows)
-        gils = [r["gil_s"] for r in rows if r["gil_s"] is not None]
+        gils = [r["gil_s"] for r in every if r["gil_s"] is not None]
         gil = statistics.median(gils) if gils else None
         if name == "small":
             out[name] = {
@@ -298,12 +306,51 @@ def table(origin_name: str, summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join([*lines, "", *notes])
 
 
+def probe_all(
+    endpoint: str, env: dict[str, str], args: argparse.Namespace, crcs: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """Each client's answer to a ranged GET, with If-Match right and wrong, and of a missing key."""
+    s3 = getclients.Boto3Client(
+        endpoint, BUCKET, env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], "us-east-1"
+    ).s3
+    etag = s3.head_object(Bucket=BUCKET, Key=small_keys(1)[0])["ETag"].strip('"')
+    out = {}
+    for client in args.clients:
+        _, extra = run_worker(client, endpoint, env, args, crcs, False, probe_etag=etag)
+        out[client] = extra.get("probe") or {"error": str(extra.get("error"))}
+    return out
+
+
+def probe_table(probes: dict[str, dict[str, str]]) -> str:
+    lines = ["", "| client | check | outcome |", "|---|---|---|"]
+    for client, checks in probes.items():
+        for check, outcome in checks.items():
+            lines.append(f"| {client} | {check} | {outcome.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def check_gil(args: argparse.Namespace) -> None:
+    """The GIL-held measure on cases whose answer is known (a busy loop, a sleep, ...)."""
+    results, extra = run_worker("gil-check", "", dict(os.environ), args, {}, spy=True)
+    if not results:
+        raise SystemExit(f"GIL check failed: {extra.get('error')}")
+    print("| case | expected GIL-held s | measured GIL-held s | wall s | CPU s |")
+    print("|---|---:|---:|---:|---:|")
+    for r in results:
+        expected = getclients.GIL_CHECKS[r["pass"]][0]
+        cells = [f"{expected:.1f}", f"{r['gil_s']:.3f}", f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}"]
+        print(f"| {r['pass']} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker is not None:
         getclients.worker(json.loads(args.worker))
         return
     spy = not args.no_gil and shutil.which("py-spy") is not None
+    if args.check_gil:
+        check_gil(args)
+        return
     origins = ["moto", "s3rver"] if args.origin == "both" else [args.origin]
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "origins": {}}
     for name in origins:
@@ -314,13 +361,19 @@ def main(argv: list[str] | None = None) -> None:
             summary: dict[str, Any] = {}
             for client in args.clients:
                 runs[client] = []
-                for i in range(args.repeat):
-                    results, extra = run_worker(client, endpoint, env, args, crcs, spy)
-                    runs[client].append({"results": results, "extra": extra})
-                    log(f"{name} {client} #{i + 1}: {json.dumps(results)} {extra or ''}")
+                # py-spy takes CPU from the same 2 cores: the timed runs go without
+                # it, and one more run, sampled, gives the GIL-held time.
+                for i in range(args.repeat + (1 if spy else 0)):
+                    sampled = i == args.repeat
+                    results, extra = run_worker(client, endpoint, env, args, crcs, sampled)
+                    runs[client].append({"results": results, "extra": extra, "spy": sampled})
+                    tag = "sampled" if sampled else f"#{i + 1}"
+                    log(f"{name} {client} {tag}: {json.dumps(results)} {extra or ''}")
                 summary[client] = summarize(runs[client], args.large_mib * MiB, args.small)
-            report["origins"][name] = {"runs": runs, "summary": summary}
+            probes = probe_all(endpoint, env, args, crcs)
+            report["origins"][name] = {"runs": runs, "summary": summary, "probe": probes}
             print(table(name, summary), flush=True)
+            print(probe_table(probes), flush=True)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))

@@ -366,11 +366,60 @@ def _run_pass(client: Client, name: str, spec: dict[str, Any], work: str) -> lis
         os.close(fd)
 
 
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _crc_for(seconds: float) -> None:
+    data = os.urandom(64 * MiB)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        zlib.crc32(data)  # over 5 KiB: zlib releases the GIL
+
+
+GIL_CHECKS: dict[str, tuple[float, Callable[[], None]]] = {
+    # name: (GIL-held seconds expected, what runs)
+    "busy 1 s, one thread": (1.0, lambda: _busy(1.0)),
+    "sleep 1 s": (0.0, lambda: time.sleep(1.0)),
+    "busy 1 s, 4 threads at once": (1.0, lambda: _threads(4, lambda: _busy(1.0))),
+    "crc32 of 64 MiB buffers for 1 s": (0.0, lambda: _crc_for(1.0)),
+}
+
+
+def _threads(n: int, fn: Callable[[], None]) -> None:
+    with ThreadPoolExecutor(n) as pool:
+        for _ in range(n):
+            pool.submit(fn)
+
+
+def gil_check_worker() -> None:
+    """Known cases for the GIL-held measure, in the same pass protocol as the clients."""
+    for name, (_, run) in GIL_CHECKS.items():
+        _say(f"pass {name}")
+        if sys.stdin.readline().strip() != "go":
+            return
+        cpu0, t0 = _cpu_s(), time.perf_counter()
+        run()
+        wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
+        _say("result " + json.dumps({"pass": name, "count": 1, "wall_s": wall, "cpu_s": cpu}))
+    _say("extra {}")
+
+
 def worker(spec: dict[str, Any]) -> None:
     """Build the client, warm it with one small GET, then run each pass on the parent's go."""
+    if spec["client"] == "gil-check":
+        gil_check_worker()
+        return
     env = os.environ
     args = (spec["endpoint"], spec["bucket"], env["AWS_ACCESS_KEY_ID"])
     client = CLIENTS[spec["client"]](*args, env["AWS_SECRET_ACCESS_KEY"], spec["region"])
+    if "probe_etag" in spec:
+        from bench import getprobe
+
+        _say("extra " + json.dumps({"probe": getprobe.probe(client, spec["probe_etag"])}))
+        return
     client.get_whole(spec["small_keys"][0], int(spec["small_size"]))  # connect, lazy imports
     work = spec["work_dir"]
     for name in spec["passes"]:
