@@ -69,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--check-gil", action="store_true", help="only check the GIL-held measure on known cases"
     )
+    p.add_argument("--tables-from", type=Path, default=None, help="print a --json file's tables")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     unknown = set(args.clients) - set(getclients.CLIENTS)
@@ -262,24 +263,31 @@ def summarize(runs: list[dict[str, Any]], large: int, n_small: int) -> dict[str,
         gils = [r["gil_s"] for r in every if r["gil_s"] is not None]
         gil = statistics.median(gils) if gils else None
         if name == "small":
+            rates = [n_small / r["wall_s"] for r in rows]
             out[name] = {
-                "files_per_s": statistics.median(n_small / r["wall_s"] for r in rows),
+                "files_per_s": statistics.median(rates),
                 "cpu_ms_per_file": cpu / n_small * 1000,
                 "gil_ms_per_file": None if gil is None else gil / n_small * 1000,
             }
         else:
+            rates = [large / MiB / r["wall_s"] for r in rows]
             out[name] = {
-                "mib_per_s": statistics.median(large / MiB / r["wall_s"] for r in rows),
+                "mib_per_s": statistics.median(rates),
                 "cpu_s_per_gib": cpu / (large / GiB),
                 "gil_s_per_gib": None if gil is None else gil / (large / GiB),
             }
         out[name]["wall_s"] = wall
+        out[name]["repeats"] = rates
     return out
 
 
 def table(origin_name: str, summary: dict[str, dict[str, Any]]) -> str:
     def f(v: Any, fmt: str) -> str:
         return "-" if v is None else format(v, fmt)
+
+    def rate(p: dict[str, Any], key: str) -> str:
+        each = ", ".join(format(r, ".0f") for r in p.get("repeats", []))
+        return f"**{p[key]:.0f}** ({each})" if each else f(p.get(key), ".0f")
 
     lines = [
         f"### {origin_name}",
@@ -297,10 +305,10 @@ def table(origin_name: str, summary: dict[str, dict[str, Any]]) -> str:
                 cells += ["n/m", "", ""]
                 notes.append(f"* {client} {name}: not measured: {p['not_measured']}")
             elif name == "small":
-                cells += [f(p.get("files_per_s"), ".0f"), f(p.get("cpu_ms_per_file"), ".2f")]
+                cells += [rate(p, "files_per_s"), f(p.get("cpu_ms_per_file"), ".2f")]
                 cells.append(f(p.get("gil_ms_per_file"), ".2f"))
             else:
-                cells += [f(p.get("mib_per_s"), ".0f"), f(p.get("cpu_s_per_gib"), ".2f")]
+                cells += [rate(p, "mib_per_s"), f(p.get("cpu_s_per_gib"), ".2f")]
                 cells.append(f(p.get("gil_s_per_gib"), ".3f"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", *notes])
@@ -342,6 +350,18 @@ def check_gil(args: argparse.Namespace) -> None:
         print(f"| {r['pass']} | " + " | ".join(cells) + " |")
 
 
+def print_tables(report: dict[str, Any]) -> None:
+    """The tables of a saved run, summarized again from its raw figures."""
+    large = int(report["args"]["large_mib"]) * MiB
+    n_small = int(report["args"]["small"])
+    for name, origin_report in report["origins"].items():
+        runs = origin_report["runs"]
+        summary = {client: summarize(rs, large, n_small) for client, rs in runs.items()}
+        print(table(name, summary))
+        print(probe_table(origin_report["probe"]))
+        print()
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker is not None:
@@ -351,25 +371,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.check_gil:
         check_gil(args)
         return
+    if args.tables_from is not None:
+        print_tables(json.loads(args.tables_from.read_text()))
+        return
     origins = ["moto", "s3rver"] if args.origin == "both" else [args.origin]
     report: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "origins": {}}
     for name in origins:
         with origin(name) as (endpoint, env):
             log(f"{name} at {endpoint}: uploading")
             crcs = upload(endpoint, env, args)
-            runs: dict[str, list[dict[str, Any]]] = {}
-            summary: dict[str, Any] = {}
-            for client in args.clients:
-                runs[client] = []
-                # py-spy takes CPU from the same 2 cores: the timed runs go without
-                # it, and one more run, sampled, gives the GIL-held time.
-                for i in range(args.repeat + (1 if spy else 0)):
-                    sampled = i == args.repeat
+            runs: dict[str, list[dict[str, Any]]] = {client: [] for client in args.clients}
+            # Round-robin over clients, so a neighbour's load on the shared cores falls
+            # on every client alike. py-spy takes CPU from the same cores: the timed
+            # runs go without it, and one more run each, sampled, gives GIL-held time.
+            for i in range(args.repeat + (1 if spy else 0)):
+                sampled = i == args.repeat
+                for client in args.clients:
                     results, extra = run_worker(client, endpoint, env, args, crcs, sampled)
                     runs[client].append({"results": results, "extra": extra, "spy": sampled})
                     tag = "sampled" if sampled else f"#{i + 1}"
                     log(f"{name} {client} {tag}: {json.dumps(results)} {extra or ''}")
-                summary[client] = summarize(runs[client], args.large_mib * MiB, args.small)
+            large = args.large_mib * MiB
+            summary = {client: summarize(rs, large, args.small) for client, rs in runs.items()}
             probes = probe_all(endpoint, env, args, crcs)
             report["origins"][name] = {"runs": runs, "summary": summary, "probe": probes}
             print(table(name, summary), flush=True)
