@@ -55,6 +55,7 @@ from cloudfs.ufs import s3_resumable
 from cloudfs.ufs.interface import check_dir_move, child_key
 from cloudfs.ufs.s3_direct import Body, DirectGet
 from cloudfs.ufs.s3_errors import error_code, http_status, patiently, translate, translating
+from cloudfs.ufs.s3_native import NativeGet
 from cloudfs.ufs.s3_stream import S3ReadStream
 
 if TYPE_CHECKING:
@@ -115,7 +116,13 @@ class S3ObjectStore:
             region_name=config.region,
             config=botocore_config,
         )
-        self._direct = DirectGet.for_client(self._client, bucket, session.get_credentials())
+        credentials = session.get_credentials()
+        # Ranged GETs: in native code where obstore can make them, else DirectGet (both
+        # hand anything but a plain answer to botocore, below).
+        self._native = NativeGet.for_client(
+            bucket, config, self._client.meta.region_name, credentials
+        )
+        self._plain_direct = DirectGet.for_client(self._client, bucket, credentials)
         self._transfer = TransferConfig(
             multipart_threshold=config.multipart_threshold,
             multipart_chunksize=config.multipart_chunksize,
@@ -227,7 +234,7 @@ class S3ObjectStore:
         full = self._full(key)
         if length == 0:
             return b"" if etag is None else self._checked_empty(key, etag)
-        direct = self._direct
+        direct = self.direct
         body = direct.get(full, offset, length, etag) if direct is not None else None
         if body is None:
             body = self._get_object_range(key, full, offset, length, etag)
@@ -237,9 +244,13 @@ class S3ObjectStore:
         return data[:length]
 
     @property
-    def direct(self) -> DirectGet | None:
-        """The fast path for ranged GETs (None where botocore offers none): its counters."""
-        return self._direct
+    def direct(self) -> NativeGet | DirectGet | None:
+        """The fast path for ranged GETs (None where botocore offers none): its counters.
+        Native where it was made in this process (not in a forked child: s3_native.py)."""
+        native = self._native
+        if native is not None and native.in_this_process():
+            return native
+        return self._plain_direct
 
     def _checked_empty(self, key: str, etag: str) -> bytes:
         """No bytes, of version ``etag`` only (S3 takes no empty Range to condition)."""

@@ -1,8 +1,10 @@
-"""Ranged GETs through DirectGet, against moto over HTTP (and a proxy that counts requests).
+"""Ranged GETs through the fast paths, against moto over HTTP (and a proxy that counts
+requests): NativeGet (obstore, the default) and DirectGet (where the native path
+cannot be had), each test run through both.
 
 The contract tests (tests/contract/test_object_store.py) already read every
-byte of an S3 store through it; these pin what is particular to the direct
-path: it answers the happy path itself in one request, signs as S3 expects
+byte of an S3 store through the default one; these pin what is particular to a
+fast path: it answers the happy path itself in one request, signs as S3 expects
 (moto verifying signatures), and hands everything else to botocore, turning
 itself off where the endpoint says the request is wrong.
 """
@@ -10,6 +12,7 @@ itself off where the endpoint says the request is wrong.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -20,22 +23,34 @@ import pytest
 from botocore.credentials import Credentials
 
 from cloudfs.config import S3Config
-from cloudfs.errors import NotFound, RemoteIOError, UfsAccessDenied
+from cloudfs.errors import NotFound, ObjectChanged, RemoteIOError, UfsAccessDenied
 from cloudfs.ufs.s3 import S3ObjectStore
+from cloudfs.ufs import s3 as s3_module
 from cloudfs.ufs.s3_direct import Body, DirectGet
+from cloudfs.ufs.s3_native import NativeGet
 from testkit.faults_proxy import FaultsProxy, running_proxy
 from testkit.servers import S3Server, running_s3_server
 
 DATA = os.urandom(300_000)
 
 
+@pytest.fixture(params=["native", "direct"])
+def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> type:
+    """Which fast path the stores built in the test use."""
+    if request.param == "direct":  # as where obstore cannot serve the endpoint
+        monkeypatch.setattr(s3_module.NativeGet, "for_client", lambda *args: None)
+        return DirectGet
+    return NativeGet
+
+
 @pytest.fixture
 def proxied(
-    aws_env: None, s3_server: S3Server, s3_bucket: str
+    aws_env: None, s3_server: S3Server, s3_bucket: str, fast_path: type
 ) -> Iterator[tuple[S3ObjectStore, FaultsProxy]]:
     with running_proxy(s3_server.endpoint, seed=3) as proxy:
         config = S3Config(endpoint_url=proxy.endpoint, connect_timeout=2, read_timeout=2)
         store = S3ObjectStore(s3_bucket, "direct", config)
+        assert isinstance(store.direct, fast_path)
         store.put_bytes("dir/a b+c~%d.bin", DATA)
         proxy.reset_counts()
         yield store, proxy
@@ -52,6 +67,24 @@ def test_ranges_are_one_request_each(proxied: tuple[S3ObjectStore, FaultsProxy])
     assert (direct.served, direct.fell_back) == (len(ranges), 0)
 
 
+def test_the_endpoint_given_wins_over_the_environment(
+    aws_env: None,
+    s3_server: S3Server,
+    s3_bucket: str,
+    fast_path: type,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--s3-endpoint over AWS_ENDPOINT_URL_S3, as botocore does (obstore, left alone,
+    lets the environment win)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint)
+    with running_proxy(s3_server.endpoint) as proxy:
+        store = S3ObjectStore(s3_bucket, "env", S3Config(endpoint_url=proxy.endpoint))
+        store.put_bytes("a", DATA)
+        proxy.reset_counts()
+        assert store.get_range("a", 0, 10) == DATA[:10]
+        assert proxy.count("GET") == 1
+
+
 def test_missing_key_and_range_past_end_fall_back(
     proxied: tuple[S3ObjectStore, FaultsProxy],
 ) -> None:
@@ -64,6 +97,42 @@ def test_missing_key_and_range_past_end_fall_back(
     assert direct.fell_back == 2 and direct.enabled  # neither says the request was wrong
     assert store.get_range("dir/a b+c~%d.bin", 5, 5) == DATA[5:10]
     assert direct.served == 1
+
+
+def test_a_version_is_asked_for_with_if_match(proxied: tuple[S3ObjectStore, FaultsProxy]) -> None:
+    store, proxy = proxied
+    direct = store.direct
+    assert direct is not None
+    etag = store.head("dir/a b+c~%d.bin").etag
+    proxy.reset_counts()
+    assert store.get_range("dir/a b+c~%d.bin", 3, 7, etag) == DATA[3:10]
+    assert proxy.count("GET") == 1 and direct.served == 1
+    with pytest.raises(ObjectChanged):  # 412: botocore is asked again and says so
+        store.get_range("dir/a b+c~%d.bin", 3, 7, "0" * 32)
+    assert direct.fell_back == 1 and direct.enabled
+
+
+def _read_in_child(store: S3ObjectStore, answers: Any) -> None:
+    answers.put((type(store.direct).__name__, store.get_range("dir/a b+c~%d.bin", 0, 10)))
+
+
+def test_a_forked_child_reads_without_the_parents_runtime(
+    proxied: tuple[S3ObjectStore, FaultsProxy],
+) -> None:
+    """obstore's runtime does not survive fork(): a child (a DataLoader worker) that
+    used it would hang; it reads through DirectGet instead."""
+    store, _ = proxied
+    assert store.get_range("dir/a b+c~%d.bin", 0, 10) == DATA[:10]  # the runtime is up
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_read_in_child, args=(store, answers))
+    child.start()
+    try:
+        assert answers.get(timeout=30) == ("DirectGet", DATA[:10])
+    finally:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
 
 
 def test_server_errors_go_to_botocore_retries(proxied: tuple[S3ObjectStore, FaultsProxy]) -> None:
@@ -133,6 +202,7 @@ def test_signature_is_accepted_by_a_verifying_server(
     aws_env: None,
     signing_server: tuple[S3Server, dict[str, str]],
     monkeypatch: pytest.MonkeyPatch,
+    fast_path: type,
 ) -> None:
     server, keys = signing_server
     for name, value in keys.items():
@@ -142,20 +212,21 @@ def test_signature_is_accepted_by_a_verifying_server(
     # signature refuses "+" and non-ASCII keys even from botocore.
     store.put_bytes("deep/a b~1", DATA)
     assert store.get_range("deep/a b~1", 7, 1000) == DATA[7:1007]
-    assert store.direct is not None and store.direct.served == 1
+    assert isinstance(store.direct, fast_path) and store.direct.served == 1
 
 
 def test_a_refused_signature_turns_the_direct_path_off(
     aws_env: None,
     signing_server: tuple[S3Server, dict[str, str]],
     monkeypatch: pytest.MonkeyPatch,
+    fast_path: type,
 ) -> None:
     server, keys = signing_server
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys["AWS_ACCESS_KEY_ID"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
     store = S3ObjectStore("signed-bucket", "", S3Config(endpoint_url=server.endpoint))
     direct = store.direct
-    assert direct is not None
+    assert isinstance(direct, fast_path)
     with pytest.raises(UfsAccessDenied):
         store.get_range("deep/k", 0, 10)
     assert not direct.enabled and direct.fell_back == 1
