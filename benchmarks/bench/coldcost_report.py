@@ -65,6 +65,16 @@ def summarize(records: list[dict[str, Any]], systems: list[str]) -> dict[str, di
                     if r.get("gil_s") is not None and r["cpu_s"] > 0
                 ]
             )
+            row[f"{kind}_sys_share"] = _median(
+                [
+                    r["cpu_sys_s"] / r["cpu_s"]
+                    for r in timed
+                    if r.get("cpu_sys_s") and r["cpu_s"] > 0
+                ]
+            )
+            row[f"{kind}_busy_cores"] = _median(
+                [r["machine_busy_s"] / r["pass_wall_s"] for r in timed if "machine_busy_s" in r]
+            )
             row[f"{kind}_sampled_rate"] = _median([r[rate] for r in sampled if not r["timed"]])
             peaks = [r["peak_mib"] for r in _ok(records, system, kind) if r.get("peak_mib")]
             row[f"{kind}_peak_mib"] = max(peaks) if peaks else None
@@ -110,24 +120,24 @@ def markdown(run: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "GIL-held time is only measured for the Python daemons; n/a for the native ones.",
+        "GIL-held time is only measured for the Python daemons; n/a for the native ones. "
+        "Columns after the first: large / small passes. The kernel's share is the daemon's "
+        "system time over its CPU; machine busy cores: all CPU on the machine during a timed "
+        "pass (the daemon's, the origin's, the reader's and any other work) over its wall time.",
         "",
         "| client | GIL share of daemon CPU, large / small | ceiling from the GIL: GiB/s "
         "| files/s | peak RSS MiB, large / small pass | sampled pass large MiB/s / small files/s "
-        "| origin CPU s/GiB / ms per file |",
-        "|---|---|---:|---:|---|---|---|",
+        "| origin CPU s/GiB / ms per file | daemon CPU in the kernel | machine busy cores |",
+        "|---|---|---:|---:|---|---|---|---|---|",
     ]
     for system, row in summary.items():
-        large, small = _pct(row["large_gil_share"]), _pct(row["small_gil_share"])
-        share = f"{_f(large, '.0f')}% / {_f(small, '.0f')}%"
-        if row["large_gil_share"] is None and row["small_gil_share"] is None:
-            share = "n/a"
+        share = _pair(row, "gil_share", ".0f", pct=True)
         lines.append(
-            f"| {LABELS.get(system, system)} | {share} | {_f(row['ceiling_gib_s'], '.2f')} "
-            f"| {_f(row['ceiling_files_s'], ',.0f')} "
-            f"| {_f(row['large_peak_mib'], ',.0f')} / {_f(row['small_peak_mib'], ',.0f')} "
-            f"| {_f(row['large_sampled_rate'], ',.0f')} / {_f(row['small_sampled_rate'], ',.0f')} "
-            f"| {_f(row['large_origin_cpu'], '.2f')} / {_f(row['small_origin_cpu'], '.2f')} |"
+            f"| {LABELS.get(system, system)} | {'n/a' if share == 'n/a / n/a' else share} "
+            f"| {_f(row['ceiling_gib_s'], '.2f')} | {_f(row['ceiling_files_s'], ',.0f')} "
+            f"| {_pair(row, 'peak_mib', ',.0f')} | {_pair(row, 'sampled_rate', ',.0f')} "
+            f"| {_pair(row, 'origin_cpu', '.2f')} | {_pair(row, 'sys_share', '.0f', pct=True)} "
+            f"| {_pair(row, 'busy_cores', '.1f')} |"
         )
     memory_cache = run.get("cloudfs_memory_cache_mib")
     if memory_cache:
@@ -145,6 +155,18 @@ def markdown(run: dict[str, Any]) -> str:
     if errors:
         lines += ["", "Failed passes (left out of the medians):", "", *errors]
     return "\n".join(lines) + "\n"
+
+
+def _pair(row: dict[str, Any], key: str, fmt: str, pct: bool = False) -> str:
+    """ "large / small" of one figure (shares as percentages)."""
+    cells = []
+    for kind in ("large", "small"):
+        value = row[f"{kind}_{key}"]
+        if pct and value is not None:
+            cells.append(f"{value * 100:{fmt}}%")
+        else:
+            cells.append(_f(value, fmt))
+    return " / ".join(cells)
 
 
 def _pct(share: float | None) -> float | None:

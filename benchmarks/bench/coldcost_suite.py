@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.coldcost_probe import Spy, tree_cpu_s
+from bench.coldcost_probe import Spy, machine_busy_s, tree_cpu
 from bench.dataset import DatasetSpec
 from bench.host import drop_caches
 from bench.systems import CloudFS, Mount, MountError, System
@@ -167,16 +167,19 @@ class ColdCostRun:
             raw = self.spy_dir / f"{rec['system']}-{kind}-{rec['repeat']}.raw"
             sampler = Spy(pid, raw, self.spy_rate)
             rec["spy_raw"] = str(raw)
-        cpu0, origin0, t0 = tree_cpu_s(pid), self.origin_cpu(), time.perf_counter()
+        cpu0, origin0, busy0 = tree_cpu(pid), self.origin_cpu(), machine_busy_s()
+        t0 = time.perf_counter()
         try:
             out = run_pass(spec, self.timeout, on_timeout=mount.abort)
         finally:
             wall = time.perf_counter() - t0
-            cpu1, origin1 = tree_cpu_s(pid), self.origin_cpu()
+            cpu1, origin1, busy1 = tree_cpu(pid), self.origin_cpu(), machine_busy_s()
             spied = sampler.stop() if sampler is not None else None
         rec.update({k: out[k] for k in ("files", "bytes", "seconds", "mib_s", "files_s")})
         rec["pass_wall_s"] = wall  # the child's start-up included: the window CPU was read in
-        rec["cpu_s"] = cpu1 - cpu0
+        cpu = cpu1 - cpu0
+        rec.update(cpu_s=cpu.total_s, cpu_user_s=cpu.user_s, cpu_sys_s=cpu.sys_s, minflt=cpu.minflt)
+        rec["machine_busy_s"] = busy1 - busy0  # every process's, ours and others'
         if origin0 is not None and origin1 is not None:
             rec["origin_cpu_s"] = origin1 - origin0
         if spied is not None:
@@ -185,4 +188,4 @@ class ColdCostRun:
             raise PassFailed(f"read {out['bytes']} bytes of {self.expected_bytes(kind)}")
 
     def origin_cpu(self) -> float | None:
-        return None if self.origin_pid is None else tree_cpu_s(self.origin_pid)
+        return None if self.origin_pid is None else tree_cpu(self.origin_pid).total_s
