@@ -1,0 +1,191 @@
+"""Cold passes for the cold-cost table (issue 26): one fresh mount per pass, what it costs.
+
+Each pass: a fresh mount with an empty cache directory (``System.mounted``), ``sync; echo 3
+> /proc/sys/vm/drop_caches``, then one read pass in a child process (bench.workloads):
+
+- ``large``: the large files one after the other by 1 reader, 1 MiB unbuffered read() calls;
+- ``small``: every small file by 8 threads (open, read all, close; the paths are known, no
+  listing first).
+
+Around the pass the FUSE daemon's CPU (and the origin server's, when it is a local process)
+is read from /proc; the daemon's peak RSS (VmHWM) is read just before it is unmounted.
+
+py-spy takes CPU from the same (2) cores, so the timed passes run without it; for Python
+daemons (CloudFS) one more pass of each kind per repeat is sampled with py-spy ``--gil``
+(``spy="extra"``, the default) and gives GIL-held time and its share of the daemon's CPU in
+that same pass. ``spy="timed"`` samples the timed passes themselves, ``"off"`` never.
+
+The origin is pluggable (``ORIGINS``): a context manager yielding an ``Origin`` (endpoint,
+environment, server PID if local). ``--latency-ms`` puts testkit's faults proxy, delaying
+every request, between the origin and everything that talks to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.coldcost_probe import Spy, machine_busy_s, tree_cpu
+from bench.dataset import DatasetSpec
+from bench.host import drop_caches
+from bench.systems import CloudFS, Mount, MountError, System
+from bench.workloads import PassFailed, run_pass
+from testkit.faults_proxy import running_proxy
+from testkit.servers import running_s3_server
+
+Log = Callable[[str], None]
+KINDS = ("large", "small")
+SPY_MODES = ("extra", "timed", "off")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An S3 server on 127.0.0.1 as the benchmark sees it."""
+
+    name: str
+    endpoint: str
+    env: dict[str, str]  # a process environment with the server's credentials
+    pid: int | None  # the server's process, for its CPU per pass (None: not a local process)
+
+
+@contextlib.contextmanager
+def moto_origin() -> Iterator[Origin]:
+    """moto in server mode (testkit.servers), the origin every other benchmark here uses."""
+    with running_s3_server() as s3:
+        yield Origin("moto", s3.endpoint, s3.env(), s3.proc.pid)
+
+
+# name -> a context manager starting the origin. s3rver (bench/s3rver.py on another branch)
+# plugs in with: ``with running_s3rver() as s: yield Origin("s3rver", s.endpoint, s.env(),
+# s.proc.pid if it keeps one)``.
+ORIGINS: dict[str, Callable[[], contextlib.AbstractContextManager[Origin]]] = {
+    "moto": moto_origin,
+}
+
+
+@contextlib.contextmanager
+def behind_latency(origin: Origin, latency_ms: float) -> Iterator[Origin]:
+    """``origin`` itself at 0 ms (no proxy in the path); else the faults proxy delaying every
+    request by ``latency_ms`` in front of it (its threads run in this process)."""
+    if latency_ms <= 0:
+        yield origin
+        return
+    with running_proxy(origin.endpoint) as proxy:
+        proxy.delay = latency_ms / 1000
+        env = dict(origin.env)
+        env["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        yield Origin(f"{origin.name}+{latency_ms:g}ms", proxy.endpoint, env, origin.pid)
+
+
+class ColdCostRun:
+    """Runs the cold passes of every system and collects one record per pass."""
+
+    def __init__(
+        self,
+        spec: DatasetSpec,
+        origin_pid: int | None,
+        spy_mode: str,
+        spy_rate: int,
+        spy_dir: Path,
+        timeout: float,
+        log: Log,
+    ) -> None:
+        self.spec = spec
+        self.origin_pid = origin_pid
+        self.spy_mode = spy_mode
+        self.spy_rate = spy_rate
+        self.spy_dir = spy_dir
+        self.timeout = timeout
+        self.log = log
+        self.records: list[dict[str, Any]] = []
+
+    def repeat(self, systems: list[System], number: int) -> None:
+        """One repeat: every system, starting one further along the list each repeat so
+        that drifting load from other work on the box falls on every system alike."""
+        shift = number % len(systems)
+        for system in systems[shift:] + systems[:shift]:
+            python = isinstance(system, CloudFS)
+            for kind in KINDS:
+                sampled = python and self.spy_mode == "timed"
+                self.records.append(self.one_pass(system, kind, number, timed=True, spy=sampled))
+            if python and self.spy_mode == "extra":
+                for kind in KINDS:
+                    self.records.append(self.one_pass(system, kind, number, timed=False, spy=True))
+
+    def paths(self, mount: Mount, kind: str) -> list[str]:
+        keys = self.spec.large_keys() if kind == "large" else self.spec.small_keys()
+        return [str(mount.root / key) for key in keys]
+
+    def expected_bytes(self, kind: str) -> int:
+        if kind == "large":
+            return self.spec.large_bytes
+        return self.spec.small_count * self.spec.small_size
+
+    def one_pass(
+        self, system: System, kind: str, number: int, timed: bool, spy: bool
+    ) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            "system": system.name, "kind": kind, "repeat": number, "timed": timed,
+            "sampled": spy, "error": None,
+        }  # fmt: skip
+        mount: Mount | None = None
+        try:
+            with system.mounted() as mount:
+                self.measure(mount, kind, rec, spy)
+        except (PassFailed, MountError, OSError, RuntimeError) as e:
+            rec["error"] = f"{type(e).__name__}: {e}"
+        if mount is not None:
+            rec["peak_mib"] = mount.peak_mib
+            rec["notes"] = mount.notes
+        tag = "sampled" if spy else "timed"
+        if rec["error"]:
+            self.log(f"  {system.name} {kind} ({tag}) FAILED: {rec['error']}")
+        else:
+            rate = f"{rec['mib_s']:.0f} MiB/s" if kind == "large" else f"{rec['files_s']:.0f} f/s"
+            gil = f", GIL {rec['gil_s']:.2f} s" if rec.get("gil_s") is not None else ""
+            self.log(
+                f"  {system.name} {kind} ({tag}): {rate}, daemon CPU {rec['cpu_s']:.2f} s{gil}, "
+                f"peak {rec['peak_mib'] or 0:.0f} MiB"
+            )
+        return rec
+
+    def measure(self, mount: Mount, kind: str, rec: dict[str, Any], spy: bool) -> None:
+        assert mount.proc is not None, "a FUSE system has a daemon process"
+        pid = mount.proc.pid
+        spec = {
+            "kind": "read",
+            "paths": self.paths(mount, kind),
+            "readers": 1 if kind == "large" else 8,
+        }
+        drop_caches()
+        sampler = None
+        if spy:
+            raw = self.spy_dir / f"{rec['system']}-{kind}-{rec['repeat']}.raw"
+            sampler = Spy(pid, raw, self.spy_rate)
+            rec["spy_raw"] = str(raw)
+        cpu0, origin0, busy0 = tree_cpu(pid), self.origin_cpu(), machine_busy_s()
+        t0 = time.perf_counter()
+        try:
+            out = run_pass(spec, self.timeout, on_timeout=mount.abort)
+        finally:
+            wall = time.perf_counter() - t0
+            cpu1, origin1, busy1 = tree_cpu(pid), self.origin_cpu(), machine_busy_s()
+            spied = sampler.stop() if sampler is not None else None
+        rec.update({k: out[k] for k in ("files", "bytes", "seconds", "mib_s", "files_s")})
+        rec["pass_wall_s"] = wall  # the child's start-up included: the window CPU was read in
+        cpu = cpu1 - cpu0
+        rec.update(cpu_s=cpu.total_s, cpu_user_s=cpu.user_s, cpu_sys_s=cpu.sys_s, minflt=cpu.minflt)
+        rec["machine_busy_s"] = busy1 - busy0  # every process's, ours and others'
+        if origin0 is not None and origin1 is not None:
+            rec["origin_cpu_s"] = origin1 - origin0
+        if spied is not None:
+            rec.update(spied.as_dict())
+        if out["bytes"] != self.expected_bytes(kind):
+            raise PassFailed(f"read {out['bytes']} bytes of {self.expected_bytes(kind)}")
+
+    def origin_cpu(self) -> float | None:
+        return None if self.origin_pid is None else tree_cpu(self.origin_pid).total_s
