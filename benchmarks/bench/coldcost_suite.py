@@ -32,6 +32,7 @@ from typing import Any
 from bench.coldcost_probe import Spy, machine_busy_s, tree_cpu
 from bench.dataset import DatasetSpec
 from bench.host import drop_caches
+from bench.s3rver import running_s3rver
 from bench.systems import CloudFS, Mount, MountError, System
 from bench.workloads import PassFailed, run_pass
 from testkit.faults_proxy import running_proxy
@@ -59,11 +60,18 @@ def moto_origin() -> Iterator[Origin]:
         yield Origin("moto", s3.endpoint, s3.env(), s3.proc.pid)
 
 
-# name -> a context manager starting the origin. s3rver (bench/s3rver.py on another branch)
-# plugs in with: ``with running_s3rver() as s: yield Origin("s3rver", s.endpoint, s.env(),
-# s.proc.pid if it keeps one)``.
+@contextlib.contextmanager
+def s3rver_origin() -> Iterator[Origin]:
+    """s3rver (Node.js, from npm: bench/s3rver.py), which streams ranges from disk where
+    moto reads the whole object for every ranged GET; it ignores If-Match on GET."""
+    with running_s3rver() as s3:
+        yield Origin("s3rver", s3.endpoint, s3.env(), s3.pid)
+
+
+# name -> a context manager starting the origin.
 ORIGINS: dict[str, Callable[[], contextlib.AbstractContextManager[Origin]]] = {
     "moto": moto_origin,
+    "s3rver": s3rver_origin,
 }
 
 

@@ -41,6 +41,7 @@ class S3rverError(RuntimeError):
 @dataclass(frozen=True)
 class S3rver:
     endpoint: str
+    pid: int | None = None  # the server's process (its CPU per pass)
 
     def env(self) -> dict[str, str]:
         """Environment for a process that talks to this server."""
@@ -127,7 +128,7 @@ def running_s3rver(cache_dir: Path = DEFAULT_DIR) -> Iterator[S3rver]:
                 if time.monotonic() > deadline:
                     raise S3rverError(f"s3rver did not answer within {START_TIMEOUT_S:.0f} s")
                 time.sleep(0.1)
-            yield S3rver(endpoint)
+            yield S3rver(endpoint, proc.pid)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)

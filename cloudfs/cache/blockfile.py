@@ -67,10 +67,22 @@ def write_block(path: str, tmp: str, data: bytes) -> Stamp:
         os.close(fd)
 
 
+# The most one write() hands the kernel. One 4 MiB write into a fresh file cost
+# ~6 s of system time per GiB on the benchmark VMs, writes of 1 MiB or less ~0.2 s
+# (dd; benchmarks/RESULTS-cold-cost.md): cold reads ran at half speed for it.
+WRITE_CHUNK = 1 << 20
+
+
 def _write_all(fd: int, parts: list[bytes]) -> None:
     views = [memoryview(p) for p in parts if p]
     while views:
-        n = os.writev(fd, views)
+        batch, room = [], WRITE_CHUNK
+        for view in views:
+            if room <= 0:
+                break
+            batch.append(view[:room])
+            room -= len(batch[-1])
+        n = os.writev(fd, batch)
         while views and n >= len(views[0]):
             n -= len(views[0])
             views.pop(0)
