@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,15 @@ class S3Config:
     max_attempts: int = 3
     multipart_threshold: int = 64 * MiB
     multipart_chunksize: int = 16 * MiB
+
+    def effective_endpoint(self) -> str | None:
+        """The endpoint a client will use, as far as this and the environment say (as
+        botocore reads them: the option, then AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL)."""
+        return (
+            self.endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+        )
 
 
 @dataclass(frozen=True, slots=True)

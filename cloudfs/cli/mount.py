@@ -19,7 +19,7 @@ from cloudfs.meta.wire.groups import validate_group_name, validate_member_addres
 from cloudfs.mount import checks, runtime
 from cloudfs.sizes import parse_mode, parse_seconds, parse_size
 from cloudfs.tls import ClientTLS, ServerTLS, load_server_tls
-from cloudfs.ufs.factory import configured_endpoint, store_id, validate_uri
+from cloudfs.ufs.factory import store_id, validate_uri
 
 
 def add_parser(commands: Any) -> None:
@@ -42,7 +42,7 @@ def config_from_args(args: argparse.Namespace) -> MountConfig:
         read_timeout=parse_seconds(str(args.s3_timeout)),
     )
     # One bucket name on two endpoints is two stores: two caches, two trees.
-    endpoint = configured_endpoint(s3) if args.ufs_uri.startswith("s3:") else None
+    endpoint = s3.effective_endpoint() if args.ufs_uri.startswith("s3:") else None
     volume_id = tree.cache_id if tree is not None else store_id(args.ufs_uri, endpoint)
     cache_dir = args.cache_dir or str(runtime.default_cache_root() / volume_id)
     block_size = parse_size(args.block_size)

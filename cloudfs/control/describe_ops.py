@@ -20,7 +20,6 @@ from cloudfs.lib.jsonlines import Message
 from cloudfs.meta.client.tree_uri import is_tree_uri, parse_tree_uri
 from cloudfs.meta.service.single import LOCAL_VOLUME
 from cloudfs.tokens import TokenFile, token_source
-from cloudfs.ufs.factory import configured_endpoint
 
 
 class DescribeControl:
@@ -42,7 +41,7 @@ def describe_mount(config: MountConfig, data_uri: str, tree_socket: str) -> Mess
         "ufs": data_uri,
         "salt": config.store_id,
         "block_size": config.cache.block_size,
-        "s3_endpoint": configured_endpoint(config.s3) if data_uri.startswith("s3:") else None,
+        "s3_endpoint": config.s3.effective_endpoint() if data_uri.startswith("s3:") else None,
         "s3_region": config.s3.region,
         "read_only": config.read_only,
     }

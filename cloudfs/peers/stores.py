@@ -32,7 +32,7 @@ from typing import Protocol
 from cloudfs.config import S3Config
 from cloudfs.errors import AccessDenied, InvalidArgument, StartupError, UsageError
 from cloudfs.metrics import Metrics
-from cloudfs.ufs.factory import configured_endpoint, open_store, parse_uri, store_id
+from cloudfs.ufs.factory import open_store, parse_uri, store_id
 from cloudfs.ufs.interface import ObjectStore
 from cloudfs.ufs.metered import MeteredObjectStore
 
@@ -108,7 +108,7 @@ class StoreCache:
                 inner = self._open(normalized, self._s3)
             except (StartupError, UsageError) as e:
                 raise InvalidArgument(f"cannot open {normalized}: {e}") from None
-            endpoint = configured_endpoint(self._s3) if parsed.scheme == "s3" else None
+            endpoint = self._s3.effective_endpoint() if parsed.scheme == "s3" else None
             opened = OpenStore(
                 MeteredObjectStore(inner, self._metrics), store_id(normalized, endpoint)
             )

@@ -148,15 +148,6 @@ def _open_hdfs(parsed: ParsedUri) -> ObjectStore:
     return HdfsObjectStore.connect(parsed.location, parsed.port, parsed.prefix)
 
 
-def configured_endpoint(s3: S3Config) -> str | None:
-    """The S3 endpoint a mount will use, as far as options and environment say."""
-    return (
-        s3.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-    )
-
-
 def store_id(uri: str, endpoint_url: str | None = None) -> str:
     """A 16-hex-digit id of the store, for cache directory names.
 

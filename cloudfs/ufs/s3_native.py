@@ -106,7 +106,7 @@ class NativeGet:
     ) -> NativeGet | None:
         """The native path for ``bucket``, or None where it cannot be had (no
         credentials, an HTTPS endpoint with a private CA bundle)."""
-        endpoint = config.endpoint_url
+        endpoint = config.effective_endpoint()
         if credentials is None:
             return None
         if os.environ.get("AWS_CA_BUNDLE") and not (endpoint or "").startswith("http://"):

@@ -85,6 +85,23 @@ def test_the_endpoint_given_wins_over_the_environment(
         assert proxy.count("GET") == 1
 
 
+def test_an_endpoint_from_the_environment_is_served_by_the_fast_path(
+    aws_env: None,
+    s3_server: S3Server,
+    s3_bucket: str,
+    fast_path: type,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with running_proxy(s3_server.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.endpoint)
+        store = S3ObjectStore(s3_bucket, "env", S3Config())
+        store.put_bytes("b", DATA)
+        proxy.reset_counts()
+        assert store.get_range("b", 5, 10) == DATA[5:15]
+        assert proxy.count("GET") == 1
+        assert isinstance(store.direct, fast_path) and store.direct.served == 1
+
+
 def test_missing_key_and_range_past_end_fall_back(
     proxied: tuple[S3ObjectStore, FaultsProxy],
 ) -> None:
