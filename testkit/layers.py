@@ -246,14 +246,14 @@ ROWS: tuple[Row, ...] = (
         "storage",
         "cloudfs.ufs",
         "`interface.py` (`ObjectStore`), `local.py`, `dirstore.py` (what the stores over a "
-        "directory tree share: key paths, temporary files, listing pages, uploads), `s3.py` + "
-        "`s3_errors.py` + `s3_stream.py` + `s3_resumable.py` + `s3_native.py` (ranged GETs in "
-        "native code through obstore, the GIL released) + `s3_direct.py` (a ranged GET "
-        "without botocore's request pipeline, where the native path cannot be had), `arrow.py` + `arrow_errors.py` "
-        "(any `pyarrow.fs` filesystem as a store), `hdfs.py` (HDFS through libhdfs: timeouts, "
-        "name rules), `forwarding.py` (the base of wrappers: every method forwarded, each "
-        "request through one hook), `faults.py` (fault injection), `metered.py` (metrics "
-        "around any store), `factory.py` (URI -> store)",
+        "directory tree share: key paths, temporary files, listing pages, uploads), `s3.py` +"
+        " `s3_errors.py` + `s3_stream.py` + `s3_resumable.py` + `s3_native.py` (ranged GETs "
+        "in native code through obstore, the GIL released) + `s3_direct.py` (a ranged GET "
+        "without botocore's request pipeline, where the native path cannot be had), "
+        "`arrow.py` + `arrow_errors.py` (any `pyarrow.fs` filesystem as a store), `hdfs.py` "
+        "(HDFS through libhdfs: timeouts, name rules), `forwarding.py` (the base of wrappers:"
+        " every method forwarded, each request through one hook), `faults.py` (fault "
+        "injection), `metered.py` (metrics around any store), `factory.py` (URI -> store)",
     ),
     Row(
         "shared helpers",
