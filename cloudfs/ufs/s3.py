@@ -117,8 +117,7 @@ class S3ObjectStore:
             config=botocore_config,
         )
         credentials = session.get_credentials()
-        # Ranged GETs: in native code where obstore can make them, else DirectGet (both
-        # hand anything but a plain answer to botocore, below).
+        # Ranged GETs: native (obstore) where it can, else DirectGet; both defer to botocore.
         self._native = NativeGet.for_client(
             bucket, config, self._client.meta.region_name, credentials
         )
