@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--small", type=int, default=2000, help="number of 110 KiB files")
     p.add_argument("--latency-ms", type=float, default=0.0, help="delay before every S3 request")
     p.add_argument("--origin", choices=sorted(ORIGINS), default="moto")
+    p.add_argument(
+        "--readahead-mode", choices=("stream", "ranges"), help="CloudFS's (default: its own)"
+    )
     p.add_argument("--spy", choices=SPY_MODES, default="extra", help="when py-spy samples")
     p.add_argument("--spy-rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--no-origin-row", action="store_true", help="skip boto3 straight to origin")
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "command": " ".join(sys.argv), "machine": machine_info(REPO_ROOT),
         "dataset": spec.as_dict(),
         "origin": args.origin, "latency_ms": args.latency_ms, "spy": args.spy,
-        "spy_rate": args.spy_rate, "cloudfs_memory_cache_mib": memory_cache_mib(),
+        "readahead_mode": args.readahead_mode, "spy_rate": args.spy_rate,
+        "cloudfs_memory_cache_mib": memory_cache_mib(),
     }  # fmt: skip
     spy_dir = args.workdir / "spy"
     spy_dir.mkdir(parents=True)
@@ -122,8 +126,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             systems, out["skipped"] = choose_systems(args.systems, ctx)
             out["versions"] = {s.name: s.version() for s in systems}
+            mode = {"readahead_mode": args.readahead_mode} if args.readahead_mode else {}
             runner = ColdCostRun(
-                spec, front.pid, args.spy, args.spy_rate, spy_dir, args.pass_timeout, log
+                spec, front.pid, args.spy, args.spy_rate, spy_dir, args.pass_timeout, log, mode
             )
             try:
                 for number in range(args.repeats):

@@ -101,8 +101,10 @@ class ColdCostRun:
         spy_dir: Path,
         timeout: float,
         log: Log,
+        cloudfs_options: dict[str, str] | None = None,
     ) -> None:
         self.spec = spec
+        self.cloudfs_options = cloudfs_options or {}  # more `cloudfs mount` options
         self.origin_pid = origin_pid
         self.spy_mode = spy_mode
         self.spy_rate = spy_rate
@@ -142,7 +144,8 @@ class ColdCostRun:
         }  # fmt: skip
         mount: Mount | None = None
         try:
-            with system.mounted() as mount:
+            options = self.cloudfs_options if isinstance(system, CloudFS) else {}
+            with system.mounted(**options) as mount:
                 self.measure(mount, kind, rec, spy)
         except (PassFailed, MountError, OSError, RuntimeError) as e:
             rec["error"] = f"{type(e).__name__}: {e}"
