@@ -8,8 +8,9 @@
 over each mount's hints socket (open to every user; the mount checks that the
 caller may read each file). The mount then fetches ahead of the job along the
 order and evicts by it (``cloudfs.epoch``). The returned ``Announcement`` keeps
-the order alive: closing it, or the process ending, ends it, and the mount
-stops fetching for it within a second. A new announcement of the same job and
+the order alive: closing it ends it (when ``close`` returns, each mount has
+ended the job and its figures are final); the process ending ends it too,
+and the mount stops fetching for it within a second. A new announcement of the same job and
 rank replaces the previous one.
 
 Paths outside every CloudFS mount are skipped with one warning; paths a mount
@@ -67,7 +68,12 @@ class Announcement:
         return [c.mountpoint for c in self._connections]
 
     def close(self) -> None:
+        """End the order; once this returns, each mount has ended the job (its
+        ``cloudfs_job_*`` figures are final and marked finished)."""
         for connection in self._connections:
+            connection.start_ending()
+        for connection in self._connections:
+            connection.wait_ended()
             connection.close()
         self._connections = []
 

@@ -7,6 +7,7 @@ work and a million files in a few directories cost a few resolutions.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from cloudfs import mountinfo
@@ -17,7 +18,11 @@ from cloudfs.lib.jsonlines import ChannelError, JsonLinesClient, Message
 CONNECT_TIMEOUT = 5.0
 # How long a mount may take to resolve an order and answer (it works as the lines arrive).
 ANSWER_TIMEOUT = 300.0
+# How long ending a held announcement waits for the mount to say the job has ended.
+END_TIMEOUT = 10.0
 DIRS_REMEMBERED = 4096
+
+log = logging.getLogger(__name__)
 
 
 class HintError(Exception):
@@ -30,6 +35,7 @@ class MountConnection:
     def __init__(self, mountpoint: str, request: Message) -> None:
         self.mountpoint = mountpoint
         self.answer: Message = {}
+        self._held = False
         self._channel = _connect(mountpoint)
         self.send(request)
 
@@ -46,6 +52,28 @@ class MountConnection:
         if detach:
             self._read()  # the final line
             self.close()
+        else:
+            self._held = True
+
+    def start_ending(self) -> None:
+        """Begin ending a held order: the mount sees the end of the stream."""
+        if self._held:
+            try:
+                self._channel.shutdown_send()
+            except ChannelError:
+                self._held = False  # the mount is gone: nothing to wait for
+
+    def wait_ended(self) -> None:
+        """Wait for the mount's final line: once it came, the job's figures are final
+        (``cloudfs_job_finished`` 1). Never raises: a mount that does not answer
+        in ``END_TIMEOUT`` seconds ends the job when the connection closes."""
+        if not self._held:
+            return
+        self._held = False
+        try:
+            self._channel.read(END_TIMEOUT)
+        except (ChannelError, FsError) as e:
+            log.warning("cloudfs.hints: %s: ending the announcement: %s", self.mountpoint, e)
 
     def send_end(self) -> None:
         try:

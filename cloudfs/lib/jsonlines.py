@@ -201,6 +201,14 @@ class JsonLinesClient:
         *_, final = self.events()
         return final
 
+    def shutdown_send(self) -> None:
+        """Tell the server nothing more will be sent (its read sees the end of the
+        stream); its answer can still be read."""
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError as e:
+            raise ChannelError(f"{self.peer}: {e}") from None
+
     def close(self) -> None:
         self._lines.close()
         self._sock.close()
