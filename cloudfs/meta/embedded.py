@@ -182,6 +182,14 @@ class EmbeddedMeta:
         self._loader.ensure_fresh(parent)
         return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
 
+    def create_if_ready(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> Attr | None:
+        validate_name(name)
+        if self._loader.stale(parent):
+            return None
+        return ops_create.create_now(self._ctx, parent, name, mode, uid, gid)
+
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
     ) -> tuple[Attr, str]:

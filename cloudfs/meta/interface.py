@@ -105,6 +105,15 @@ class Meta(Protocol):
         """
         ...
 
+    def create_if_ready(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> Attr | None:
+        """``create`` of a regular file when nothing need be waited for: ``parent``
+        needs no listing and no change in the UFS holds the name; None when one must
+        (then call ``create``). Never contacts the UFS and never sleeps, so a local
+        tree can answer it inline; a network client always answers None."""
+        ...
+
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
     ) -> tuple[Attr, str]:

@@ -198,8 +198,14 @@ class Vfs:
         self, parent: InodeId, name: bytes, mode: int, flags: int, caller: Caller
     ) -> tuple[HandleId, Attr]:
         if not self.files.shared_tree:  # an embedded tree: no open to count, calls are cheap
-            attr = await self.mknod(parent, name, stat.S_IFREG | (mode & 0o7777), 0, caller)
-            return await self.files.created(attr, flags), attr
+            self._check_writable()
+            # Inline, as lookups are: the kernel holds the directory's lock from the
+            # LOOKUP to this answer, so creates in one directory queue behind each other
+            # and a worker-thread hop here would set the rate of new files.
+            made = self.meta.create_if_ready(parent, name, mode & 0o7777, caller.uid, caller.gid)
+            if made is None:
+                made = await self.mknod(parent, name, stat.S_IFREG | (mode & 0o7777), 0, caller)
+            return await self.files.created(made, flags), made
         self._check_writable()
         attr, key = await self._meta(
             self.meta.create_open, parent, name, mode & 0o7777, caller.uid, caller.gid

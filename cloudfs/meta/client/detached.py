@@ -315,6 +315,11 @@ class DetachedReads:
             lambda: self._tree.create(parent, name, mode, uid, gid, rdev), (), ((parent, name),)
         )
 
+    def create_if_ready(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> Attr | None:
+        return None  # the tree service's: never inline
+
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
     ) -> tuple[Attr, str]:

@@ -208,6 +208,11 @@ class GrpcMeta:
         )
         return self._attr("Create", request, lists=True)
 
+    def create_if_ready(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
+    ) -> Attr | None:
+        return None  # a network round trip: never inline (create_open is the one call)
+
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
     ) -> tuple[Attr, str]:

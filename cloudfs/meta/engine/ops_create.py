@@ -129,6 +129,23 @@ def _add(
     """A new non-directory, in one transaction and no lock: it waits only while its
     name or directory is reserved by a change in the UFS (``reserve``). ``held_by``:
     the session that holds it open from the start ("" in an embedded tree)."""
+    return reserve.wait_out(
+        lambda: _add_once(ctx, op, parent, name, rec, target=target, held_by=held_by),
+        ctx.clock,
+    )
+
+
+def _add_once(
+    ctx: TreeContext,
+    op: str,
+    parent: int,
+    name: bytes,
+    rec: InodeRecord,
+    *,
+    target: bytes = b"",
+    held_by: str | None = None,
+) -> tuple[Attr, str]:
+    """``_add``'s one try: ``reserve.Reserved`` while the name or directory is reserved."""
     ino = ctx.numbers.take(ctx.kv)
     also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
@@ -140,13 +157,25 @@ def _add(
             ops_attr.hold(txn, ino, held_by, ctx.clock())
         return added
 
-    return reserve.wait_out(lambda: write_txn(ctx.kv, insert), ctx.clock)
+    return write_txn(ctx.kv, insert)
 
 
 def create(
     ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, rdev: int
 ) -> Attr:
     return _create(ctx, parent, name, mode, uid, gid, rdev)[0]
+
+
+def create_now(
+    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int
+) -> Attr | None:
+    """A regular file, made at once, or None if its name or directory is reserved
+    (``create`` then waits the reservation out)."""
+    rec = _new(stat.S_IFREG | (mode & 0o7777), uid, gid, ctx.clock())
+    try:
+        return _add_once(ctx, "create", parent, name, rec)[0]
+    except reserve.Reserved:
+        return None
 
 
 def create_open(

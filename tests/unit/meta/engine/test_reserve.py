@@ -148,6 +148,38 @@ def test_a_create_elsewhere_does_not_wait_for_a_change_in_the_ufs(
         making.join(WAIT)
 
 
+def test_an_inline_create_answers_none_at_once_while_its_name_is_reserved(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    """``create_if_ready`` (what a mount calls on its event loop) never waits out a
+    reservation: it says None, and the waiting ``create`` decides."""
+    meta, store = world
+    store.gate = "make_dir"
+    making, made = _in_thread(lambda: meta.mkdir(R, b"x", DIR, 0, 0))
+    assert store.entered.wait(WAIT)
+    try:
+        started = time.monotonic()
+        assert meta.create_if_ready(R, b"x", 0o644, 0, 0) is None
+        assert time.monotonic() - started < 1.0
+        other = meta.create_if_ready(R, b"y", 0o640, 7, 8)  # a free name: made at once
+        assert other is not None and (other.mode, other.uid, other.gid) == (FILE & ~0o4, 7, 8)
+    finally:
+        store.release.set()
+        making.join(WAIT)
+    assert made and isinstance(made[0], Attr)
+    assert meta.lookup(R, b"y").inode == other.inode
+
+
+def test_an_inline_create_in_a_directory_due_for_listing_answers_none(engine: KVEngine) -> None:
+    meta = EmbeddedMeta(engine, MemoryObjectStore(), ttl=3600)
+    try:
+        assert meta.create_if_ready(R, b"x", 0o644, 0, 0) is None  # the root was never listed
+        meta.readdir(R, None, 1)
+        assert meta.create_if_ready(R, b"x", 0o644, 0, 0) is not None
+    finally:
+        meta.close()
+
+
 def test_a_failed_ufs_call_gives_the_name_back(world: tuple[EmbeddedMeta, GatedStore]) -> None:
     meta, store = world
     store.failures["make_dir"] = RemoteIOError("the store is away")
