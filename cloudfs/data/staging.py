@@ -96,6 +96,7 @@ class StagedFile:
         new: bool = False,
         copy_of: str | None = None,
         space: StagingSpace | None = None,
+        first_write: tuple[int, bytes] | None = None,
     ) -> StagedFile:
         """Create (replacing any leftover) ``staging_dir/name`` over ``base``.
 
@@ -103,13 +104,24 @@ class StagedFile:
         and still waiting in the write-back journal) instead of over ``base``;
         ``FileNotFoundError`` if it is gone (uploaded meanwhile). ``space``
         bounds the staging area (``NoSpace`` when it stays full).
+        ``first_write``: (offset, data) of a ``new`` file's first write, written in
+        the same thread hop as the create (a new small file is written once).
         """
         if not name or "/" in name or name in (".", ".."):
             raise InvalidArgument(f"bad staging file name {name!r}")
+        if first_write is not None and not new:
+            raise InvalidArgument("a first write is for a new file only")
         if truncate or new or copy_of is not None:
             base = None
         path = os.path.join(staging_dir, name)
         size = base.size if base is not None else 0
+        space = space or StagingSpace()
+        written = 0
+        if first_write is not None:
+            if first_write[0] < 0:
+                raise InvalidArgument(f"negative offset {first_write[0]}")
+            written = first_write[0] + len(first_write[1])
+            await space.reserve(written, path)
 
         def create() -> int:
             os.makedirs(staging_dir, exist_ok=True)
@@ -119,6 +131,8 @@ class StagedFile:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
                 os.ftruncate(fd, size)
+                if first_write is not None:
+                    _pwrite_all(fd, first_write[1], first_write[0])
             except BaseException:
                 os.close(fd)
                 raise
@@ -127,12 +141,19 @@ class StagedFile:
         try:
             fd = await trio.to_thread.run_sync(create, limiter=limiter)
         except FileNotFoundError as exc:
+            space.release(written)
             if copy_of is not None:
                 raise  # the journal's copy went away: uploaded meanwhile
             raise _fs_error(exc) from exc
         except OSError as exc:
+            space.release(written)
             raise _fs_error(exc) from exc
+        except BaseException:
+            space.release(written)
+            raise
         staged = cls(path, fd, base, reader, limiter, dirty=truncate or new, space=space)
+        if first_write is not None:
+            staged._charged = staged._size = written
         try:
             if copy_of is not None and not truncate:
                 staged._size = await _run_os(lambda: os.fstat(fd).st_size, limiter)

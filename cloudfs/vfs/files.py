@@ -221,10 +221,19 @@ class FileIO:
         if self._read_only:
             raise ReadOnly()
         oi = self._open[handle.inode]
-        staged = await self._staged(oi, new=False)
-        if handle.append:
-            offset = staged.size
-        written = await staged.pwrite(offset, data)
+        if oi.staged is None and oi.fresh:  # a new file's first write: one thread hop
+            offset = 0 if handle.append else offset
+            oi.staged = await StagedFile.open(
+                self._staging_dir, self._staging_name(oi), None, self._reader,
+                self._disk_limiter, new=True, space=self.space, first_write=(offset, data),
+            )  # fmt: skip
+            oi.fresh = False
+            written = len(data)
+        else:
+            staged = await self._staged(oi, new=False)
+            if handle.append:
+                offset = staged.size
+            written = await staged.pwrite(offset, data)
         oi.mtime_ns = time.time_ns()
         return written
 
@@ -334,7 +343,7 @@ class FileIO:
         if oi.staged is None:
             new = new or oi.fresh
             pending = None if new else self._pending(oi.inode)
-            name = f"{oi.inode}-{time.monotonic_ns()}"
+            name = self._staging_name(oi)
             if pending is not None:
                 try:
                     oi.staged = await StagedFile.open(
@@ -351,6 +360,10 @@ class FileIO:
             )  # fmt: skip
             oi.fresh = False
         return oi.staged
+
+    @staticmethod
+    def _staging_name(oi: OpenInode) -> str:
+        return f"{oi.inode}-{time.monotonic_ns()}"
 
     def _pending(self, inode: InodeId) -> JournalEntry | None:
         uploader = self.committer.uploader

@@ -231,6 +231,40 @@ def test_matches_a_bytearray_model(base_size: int, ops: list[tuple[str, int, obj
     assert store.objects["out"] == bytes(model)
 
 
+def test_a_new_files_first_write_is_made_with_it_and_charged(tmp_path: Path) -> None:
+    """``first_write``: a new file's create and first write in one thread hop; the
+    staging area is charged before, and given back if the create fails."""
+    space = StagingSpace(limit=10_000, wait=0.0)
+    blocker = tmp_path / "a-file"  # as the staging directory: the create fails
+    blocker.write_bytes(b"")
+
+    async def body(reader: ObjectReader, limiter: trio.CapacityLimiter) -> None:
+        f = await StagedFile.open(
+            str(tmp_path), "n", None, reader, limiter, new=True, space=space,
+            first_write=(100, b"abc"),
+        )  # fmt: skip
+        assert f.dirty and f.size == 103 and space.used == 103
+        assert await f.pread(0, 200) == bytes(100) + b"abc"
+        assert await f.pwrite(103, b"d") == 1 and f.size == 104
+        await f.close()
+        assert space.used == 0
+        with pytest.raises(NoSpace):  # past the bound: nothing made, nothing charged
+            await StagedFile.open(
+                str(tmp_path), "big", None, reader, limiter, new=True, space=space,
+                first_write=(0, b"x" * 10_001),
+            )  # fmt: skip
+        with pytest.raises(FsError) as failed:  # the create fails: the charge goes back
+            await StagedFile.open(
+                str(blocker), "n", None, reader, limiter, new=True,
+                space=space, first_write=(0, b"x"),
+            )  # fmt: skip
+        assert failed.value.errno in (errno.EEXIST, errno.ENOTDIR)
+        assert space.used == 0
+
+    run_staged(FakeStore(), str(tmp_path), body)
+    assert not (tmp_path / "big").exists()
+
+
 def test_staged_files_charge_the_staging_area_by_logical_size(tmp_path: Path) -> None:
     store = FakeStore()
     store.objects["base"] = payload(3000)
