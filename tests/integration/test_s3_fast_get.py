@@ -11,9 +11,11 @@ itself off where the endpoint says the request is wrong.
 
 from __future__ import annotations
 
+import http.server
 import json
 import multiprocessing
 import os
+import threading
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -291,3 +293,57 @@ def test_statuses_that_say_the_request_is_wrong_turn_it_off(status: int) -> None
     assert direct.get("k", 0, 4) is None
     assert not direct.enabled
     assert direct.get("k", 0, 4) is None
+
+
+# -- NativeGet against a server that answers another range than asked ------------
+
+
+class _WrongRanges(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with the whole object (``full``), the object's first 100
+    bytes as a 206 (``other``), or a 206 whose body is cut short (``cut``)."""
+
+    mode = "full"
+    body = bytes(range(256)) * 16
+
+    def do_GET(self) -> None:
+        whole = len(self.body)
+        if self.mode == "full":
+            status, part, extra = 200, self.body, {}
+        elif self.mode == "other":
+            status, part, extra = 206, self.body[:100], {"Content-Range": f"bytes 0-99/{whole}"}
+        else:
+            status, part, extra = 206, b"x" * 40, {"Content-Range": f"bytes 1000-1099/{whole}"}
+        self.send_response(status)
+        self.send_header("Content-Length", "100" if self.mode == "cut" else str(len(part)))
+        self.send_header("ETag", '"e"')
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(part)
+        if self.mode == "cut":
+            self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["full", "other", "cut"])
+def test_native_get_never_answers_bytes_of_another_range(mode: str) -> None:
+    """A server that ignored Range, answered another range, or cut the body short:
+    NativeGet hands the request to botocore (None) instead of answering those bytes,
+    so they can never reach a block cache as the range asked for."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WrongRanges)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _WrongRanges.mode = mode
+    try:
+        config = S3Config(
+            endpoint_url=f"http://127.0.0.1:{server.server_port}", connect_timeout=2,
+            read_timeout=2,
+        )  # fmt: skip
+        native = NativeGet.for_client("bkt", config, "us-east-1", Credentials("a", "b"))
+        assert native is not None
+        assert native.get("k", 1000, 100) is None
+        assert native.fell_back == 1 and native.served == 0 and native.enabled
+    finally:
+        server.shutdown()
+        server.server_close()
