@@ -125,27 +125,12 @@ def _add(
     *,
     target: bytes = b"",
     held_by: str | None = None,
+    wait: bool = True,
 ) -> tuple[Attr, str]:
     """A new non-directory, in one transaction and no lock: it waits only while its
-    name or directory is reserved by a change in the UFS (``reserve``). ``held_by``:
-    the session that holds it open from the start ("" in an embedded tree)."""
-    return reserve.wait_out(
-        lambda: _add_once(ctx, op, parent, name, rec, target=target, held_by=held_by),
-        ctx.clock,
-    )
-
-
-def _add_once(
-    ctx: TreeContext,
-    op: str,
-    parent: int,
-    name: bytes,
-    rec: InodeRecord,
-    *,
-    target: bytes = b"",
-    held_by: str | None = None,
-) -> tuple[Attr, str]:
-    """``_add``'s one try: ``reserve.Reserved`` while the name or directory is reserved."""
+    name or directory is reserved by a change in the UFS (``reserve``); without
+    ``wait``, ``reserve.Reserved`` is raised instead. ``held_by``: the session that
+    holds it open from the start ("" in an embedded tree)."""
     ino = ctx.numbers.take(ctx.kv)
     also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
@@ -157,7 +142,9 @@ def _add_once(
             ops_attr.hold(txn, ino, held_by, ctx.clock())
         return added
 
-    return write_txn(ctx.kv, insert)
+    if not wait:
+        return write_txn(ctx.kv, insert)
+    return reserve.wait_out(lambda: write_txn(ctx.kv, insert), ctx.clock)
 
 
 def create(
@@ -173,7 +160,7 @@ def create_now(
     (``create`` then waits the reservation out)."""
     rec = _new(stat.S_IFREG | (mode & 0o7777), uid, gid, ctx.clock())
     try:
-        return _add_once(ctx, "create", parent, name, rec)[0]
+        return _add(ctx, "create", parent, name, rec, wait=False)[0]
     except reserve.Reserved:
         return None
 
