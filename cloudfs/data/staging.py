@@ -140,16 +140,12 @@ class StagedFile:
 
         try:
             fd = await trio.to_thread.run_sync(create, limiter=limiter)
-        except FileNotFoundError as exc:
-            space.release(written)
-            if copy_of is not None:
+        except BaseException as exc:
+            space.release(written)  # the first write's charge: nothing was made
+            if isinstance(exc, FileNotFoundError) and copy_of is not None:
                 raise  # the journal's copy went away: uploaded meanwhile
-            raise _fs_error(exc) from exc
-        except OSError as exc:
-            space.release(written)
-            raise _fs_error(exc) from exc
-        except BaseException:
-            space.release(written)
+            if isinstance(exc, OSError):
+                raise _fs_error(exc) from exc
             raise
         staged = cls(path, fd, base, reader, limiter, dirty=truncate or new, space=space)
         if first_write is not None:

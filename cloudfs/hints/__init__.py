@@ -10,8 +10,8 @@ caller may read each file). The mount then fetches ahead of the job along the
 order and evicts by it (``cloudfs.epoch``). The returned ``Announcement`` keeps
 the order alive: closing it ends it (when ``close`` returns, each mount has
 ended the job and its figures are final); the process ending ends it too,
-and the mount stops fetching for it within a second. A new announcement of the same job and
-rank replaces the previous one.
+and the mount stops fetching for it within a second. A new announcement of
+the same job and rank replaces the previous one.
 
 Paths outside every CloudFS mount are skipped with one warning; paths a mount
 cannot take (missing, not readable by this user, not regular files) are
