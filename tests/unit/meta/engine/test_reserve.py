@@ -8,6 +8,7 @@ runs exactly in the window the reservation exists for.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import stat
 import threading
@@ -84,6 +85,22 @@ def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]
     return thread, out
 
 
+@contextlib.contextmanager
+def _held_in_ufs(
+    store: GatedStore, gate: str, change: Callable[[], object]
+) -> Iterator[list[object]]:
+    """Within: ``change`` runs in a thread, held inside the store's ``gate`` (so what it
+    reserved stays reserved); yields where its outcome lands once it is let go."""
+    store.gate = gate
+    changing, changed = _in_thread(change)
+    assert store.entered.wait(WAIT)
+    try:
+        yield changed
+    finally:
+        store.release.set()
+        changing.join(WAIT)
+
+
 def _create_while_gated(
     meta: EmbeddedMeta, store: GatedStore, gate: str, change: Callable[[], object], parent: InodeId
 ) -> object:
@@ -136,16 +153,10 @@ def test_a_create_elsewhere_does_not_wait_for_a_change_in_the_ufs(
     world: tuple[EmbeddedMeta, GatedStore],
 ) -> None:
     meta, store = world
-    store.gate = "make_dir"
-    making, _ = _in_thread(lambda: meta.mkdir(R, b"slow", DIR, 0, 0))
-    assert store.entered.wait(WAIT)
-    try:
+    with _held_in_ufs(store, "make_dir", lambda: meta.mkdir(R, b"slow", DIR, 0, 0)):
         started = time.monotonic()
         attr = meta.create(R, b"quick", FILE, 0, 0)  # the mkdir holds the namespace lock
         assert isinstance(attr, Attr) and time.monotonic() - started < 2.0
-    finally:
-        store.release.set()
-        making.join(WAIT)
 
 
 def test_an_inline_create_answers_none_at_once_while_its_name_is_reserved(
@@ -154,18 +165,12 @@ def test_an_inline_create_answers_none_at_once_while_its_name_is_reserved(
     """``create_if_ready`` (what a mount calls on its event loop) never waits out a
     reservation: it says None, and the waiting ``create`` decides."""
     meta, store = world
-    store.gate = "make_dir"
-    making, made = _in_thread(lambda: meta.mkdir(R, b"x", DIR, 0, 0))
-    assert store.entered.wait(WAIT)
-    try:
+    with _held_in_ufs(store, "make_dir", lambda: meta.mkdir(R, b"x", DIR, 0, 0)) as made:
         started = time.monotonic()
         assert meta.create_if_ready(R, b"x", 0o644, 0, 0) is None
         assert time.monotonic() - started < 1.0
         other = meta.create_if_ready(R, b"y", 0o640, 7, 8)  # a free name: made at once
         assert other is not None and (other.mode, other.uid, other.gid) == (FILE & ~0o4, 7, 8)
-    finally:
-        store.release.set()
-        making.join(WAIT)
     assert made and isinstance(made[0], Attr)
     assert meta.lookup(R, b"y").inode == other.inode
 
