@@ -11,7 +11,7 @@ re-run when they conflict (etcd, ``write_txn``): never the UFS call.
 
 from __future__ import annotations
 
-from cloudfs.errors import IsADirectory, NotADirectory, NotEmpty, NotFound
+from cloudfs.errors import IsADirectory, NotADirectory, NotFound
 from cloudfs.meta.engine import codec, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
@@ -90,8 +90,7 @@ def rmdir(ctx: TreeContext, parent: int, name: bytes) -> None:
         rec = tree.load(txn, ino)
         if not tree.is_dir(rec):
             raise NotADirectory(f"{name!r} is not a directory")
-        if tree.has_children(txn, ino):
-            raise NotEmpty(f"{name!r} is not empty")
+        reserve.check_empty(txn, ino, ctx.clock())
         keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(ino)]
         return (ino, rec, tree.entry_key(txn, parent, name)), keys
 

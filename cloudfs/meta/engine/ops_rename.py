@@ -40,7 +40,6 @@ from cloudfs.errors import (
     InvalidArgument,
     IsADirectory,
     NotADirectory,
-    NotEmpty,
     NotFound,
     RemoteIOError,
 )
@@ -84,13 +83,15 @@ def _move(store: ObjectStore, kind: str, src: str, dst: str) -> Step:
     return lambda: call_store(store.rename, src, dst)
 
 
-def _check_replace(txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRecord) -> None:
+def _check_replace(
+    txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRecord, now: int
+) -> None:
     if tree.is_dir(src_rec) and not tree.is_dir(dst_rec):
         raise NotADirectory("cannot replace a non-directory with a directory")
     if not tree.is_dir(src_rec) and tree.is_dir(dst_rec):
         raise IsADirectory("cannot replace a directory with a non-directory")
-    if tree.is_dir(dst_rec) and tree.has_children(txn, dst):
-        raise NotEmpty("target directory is not empty")
+    if tree.is_dir(dst_rec):
+        reserve.check_empty(txn, dst, now)
 
 
 def _exchange_tmp(dst_key: str) -> str:
@@ -111,7 +112,12 @@ def _check_moved(
 
 
 def _plan(
-    txn: KVTxn, store: ObjectStore, old: tuple[int, bytes], new: tuple[int, bytes], flags: int
+    txn: KVTxn,
+    store: ObjectStore,
+    old: tuple[int, bytes],
+    new: tuple[int, bytes],
+    flags: int,
+    now: int,
 ) -> _Plan | None:
     txn.get_many(  # what is read first, and the reservations, in one round trip
         [
@@ -122,8 +128,10 @@ def _plan(
             codec.reserved_name_key(*old),
             codec.reserved_name_key(*new),
             reserve.FENCE_KEY,
+            codec.reserved_inode_key(new[0]),
         ]
     )
+    reserve.check(txn, [codec.reserved_inode_key(new[0])], now)  # no rmdir of it under way
     tree.load_dir(txn, old[0])
     tree.load_dir(txn, new[0])
     src = tree.child(txn, *old)
@@ -167,7 +175,7 @@ def _plan(
             plan.steps.append(_move(store, d_kind, dst_key, src_key))
         return plan
     if dst is not None and dst_rec is not None:
-        _check_replace(txn, src_rec, dst, dst_rec)
+        _check_replace(txn, src_rec, dst, dst_rec, now)
         d_kind = _presence(dst_rec, *new)
         if d_kind == "dir":
             plan.steps.append(lambda: call_store(store.remove_dir, dst_key))
@@ -260,7 +268,7 @@ def _rename(
     exchange = bool(flags & RENAME_EXCHANGE)
 
     def plan(txn: KVTxn) -> tuple[_Plan | None, list[bytes]]:
-        found = _plan(txn, ctx.store, old, new, flags)
+        found = _plan(txn, ctx.store, old, new, flags, ctx.clock())
         if found is None:
             return None, []
         if found.moves_dir and not fence:
@@ -279,7 +287,7 @@ def _rename(
         if found is None:
             return 0, None
         if not found.steps:  # nothing in the UFS yet: plan again, on what holds now
-            found = _plan(txn, ctx.store, old, new, flags)
+            found = _plan(txn, ctx.store, old, new, flags, ctx.clock())
             if found is None:
                 return 0, None
             if found.steps:  # the reservations should make this impossible: never skip them

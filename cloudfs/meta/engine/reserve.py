@@ -20,6 +20,10 @@ of uploads) are one transaction that reads the reservations it must respect,
 so over etcd whichever of two such transactions commits second sees the other
 or conflicts and runs again: never both. A listing merge leaves reserved
 names alone (``reserved_names``): the UFS may be half-way through them.
+A directory counts as empty (``check_empty``: rmdir, a rename onto it) only
+when no name in it is reserved either: a mkdir or rename into it reserves the
+new name before the UFS call and adds it after, and a removal decided in
+between would leave that name in a directory that is gone.
 
 One change is still exclusive: a rename that moves a directory present in
 the UFS changes the keys of everything below it, which no per-name
@@ -40,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from cloudfs.errors import FsError, RemoteIOError
+from cloudfs.errors import FsError, NotEmpty, RemoteIOError
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
@@ -91,6 +95,18 @@ def drop(txn: KVTxn, keys: list[bytes]) -> None:
 def drop_now(kv: KVEngine, keys: list[bytes]) -> None:
     """Drop ``keys`` in a transaction of their own (after a failed UFS call)."""
     write_txn(kv, lambda txn: drop(txn, keys))
+
+
+def check_empty(txn: KVTxn, dir_ino: int, now: int) -> None:
+    """What removing directory ``dir_ino`` decides on (rmdir, a rename onto it):
+    ``NotEmpty`` if it has a name, ``Reserved`` while a change in flight holds one (a
+    mkdir or rename into it has reserved its new name but not yet added it)."""
+    if any(True for _ in txn.scan(codec.dentry_prefix(dir_ino), None, 1)):
+        raise NotEmpty("directory not empty")
+    prefix = codec.reserved_inode_key(dir_ino)  # the directory's names' keys start with it
+    for key, value in txn.scan(prefix):
+        if len(key) > len(prefix) and _live(value, now):
+            raise Reserved(codec.from_u64(value))
 
 
 def reserved_names(txn: KVTxn, dir_ino: int, now: int) -> set[bytes]:

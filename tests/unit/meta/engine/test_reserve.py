@@ -295,3 +295,76 @@ def test_a_directory_rename_waits_for_changes_in_flight_then_runs_alone(
     assert renamed == [None] or not isinstance(renamed[0], Exception), renamed
     assert [e.name for e in meta.readdir(meta.lookup(R, b"e").inode, None, 10)] == [b"g"]
     assert sorted(store.stored_keys()) == ["e/", "e/g"]
+
+
+def _removal_waits_for_a_name_coming_in(
+    meta: EmbeddedMeta, store: GatedStore, gate: str, coming: Callable[[], object],
+    removal: Callable[[], object],
+) -> object:
+    """Run ``coming`` (a change that puts a name in a directory) until it blocks in the
+    store's ``gate``, then ``removal`` of that directory: its emptiness was decided while the
+    name was on its way, so it must wait, and fail once the name is in."""
+    with _held_in_ufs(store, gate, coming) as came:
+        removing, removed = _in_thread(removal)
+        time.sleep(0.3)
+        assert not removed, f"the directory's removal did not wait for the name: {removed}"
+    removing.join(WAIT)
+    assert came and not isinstance(came[0], Exception), came
+    return removed[0]
+
+
+def test_an_rmdir_waits_for_a_mkdir_in_it_then_finds_it_not_empty(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    removed = _removal_waits_for_a_name_coming_in(
+        meta, store, "make_dir", lambda: meta.mkdir(d, b"sub", DIR, 0, 0),
+        lambda: meta.rmdir(R, b"d"),
+    )
+    assert isinstance(removed, FsError) and removed.errno == errno.ENOTEMPTY
+
+
+def test_an_rmdir_waits_for_a_rename_into_it_then_finds_it_not_empty(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    """The rename reserves the new name, not the directory: the directory's emptiness
+    must count reserved names (the etcd failover test found a file left in a removed one)."""
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    _uploaded(meta, store, R, b"f")  # an object: its rename is a UFS call
+    removed = _removal_waits_for_a_name_coming_in(
+        meta, store, "rename", lambda: meta.rename(R, b"f", d, b"f"),
+        lambda: meta.rmdir(R, b"d"),
+    )
+    assert isinstance(removed, FsError) and removed.errno == errno.ENOTEMPTY
+    assert meta.lookup(d, b"f").size == 5
+
+
+def test_a_rename_onto_a_directory_waits_for_a_mkdir_in_it(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    t = meta.mkdir(R, b"t", DIR, 0, 0).inode
+    meta.mkdir(R, b"s", DIR, 0, 0)
+    removed = _removal_waits_for_a_name_coming_in(
+        meta, store, "make_dir", lambda: meta.mkdir(t, b"sub", DIR, 0, 0),
+        lambda: meta.rename(R, b"s", R, b"t"),
+    )
+    assert isinstance(removed, FsError) and removed.errno == errno.ENOTEMPTY
+
+
+def test_a_rename_into_a_directory_being_removed_waits_then_finds_it_gone(
+    world: tuple[EmbeddedMeta, GatedStore],
+) -> None:
+    meta, store = world
+    d = meta.mkdir(R, b"d", DIR, 0, 0).inode
+    _uploaded(meta, store, R, b"f")
+    with _held_in_ufs(store, "remove_dir", lambda: meta.rmdir(R, b"d")) as removed:
+        moving, moved = _in_thread(lambda: meta.rename(R, b"f", d, b"f"))
+        time.sleep(0.3)
+        assert not moved, f"the rename did not wait for the rmdir: {moved}"
+    moving.join(WAIT)
+    assert removed == [None], removed
+    assert isinstance(moved[0], FsError) and moved[0].errno == errno.ENOENT
+    assert meta.lookup(R, b"f").size == 5
