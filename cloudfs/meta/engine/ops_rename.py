@@ -84,7 +84,7 @@ def _move(store: ObjectStore, kind: str, src: str, dst: str) -> Step:
 
 
 def _check_replace(
-    txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRecord, now: int
+    txn: KVTxn, src_rec: InodeRecord, dst: int, dst_rec: InodeRecord, now: int | None
 ) -> None:
     if tree.is_dir(src_rec) and not tree.is_dir(dst_rec):
         raise NotADirectory("cannot replace a non-directory with a directory")
@@ -117,8 +117,11 @@ def _plan(
     old: tuple[int, bytes],
     new: tuple[int, bytes],
     flags: int,
-    now: int,
+    now: int | None,
 ) -> _Plan | None:
+    """What the rename does, or None (nothing to do). ``now``: when reservations are
+    checked; None in the commit's second plan, which the first plan's reservations
+    cover (a change they keep out has not begun, one begun before was waited for)."""
     txn.get_many(  # what is read first, and the reservations, in one round trip
         [
             codec.inode_key(old[0]),
@@ -131,7 +134,8 @@ def _plan(
             codec.reserved_inode_key(new[0]),
         ]
     )
-    reserve.check(txn, [codec.reserved_inode_key(new[0])], now)  # no rmdir of it under way
+    if now is not None:  # no rmdir of the new directory under way
+        reserve.check(txn, [codec.reserved_inode_key(new[0])], now)
     tree.load_dir(txn, old[0])
     tree.load_dir(txn, new[0])
     src = tree.child(txn, *old)
@@ -287,7 +291,7 @@ def _rename(
         if found is None:
             return 0, None
         if not found.steps:  # nothing in the UFS yet: plan again, on what holds now
-            found = _plan(txn, ctx.store, old, new, flags, ctx.clock())
+            found = _plan(txn, ctx.store, old, new, flags, None)
             if found is None:
                 return 0, None
             if found.steps:  # the reservations should make this impossible: never skip them

@@ -97,12 +97,15 @@ def drop_now(kv: KVEngine, keys: list[bytes]) -> None:
     write_txn(kv, lambda txn: drop(txn, keys))
 
 
-def check_empty(txn: KVTxn, dir_ino: int, now: int) -> None:
+def check_empty(txn: KVTxn, dir_ino: int, now: int | None) -> None:
     """What removing directory ``dir_ino`` decides on (rmdir, a rename onto it):
     ``NotEmpty`` if it has a name, ``Reserved`` while a change in flight holds one (a
-    mkdir or rename into it has reserved its new name but not yet added it)."""
+    mkdir or rename into it has reserved its new name but not yet added it). ``now``
+    None: the names only (a commit whose plan's reservations keep new names out)."""
     if any(True for _ in txn.scan(codec.dentry_prefix(dir_ino), None, 1)):
         raise NotEmpty("directory not empty")
+    if now is None:
+        return
     prefix = codec.reserved_inode_key(dir_ino)  # the directory's names' keys start with it
     for key, value in txn.scan(prefix):
         if len(key) > len(prefix) and _live(value, now):
