@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.engine import (
@@ -45,6 +45,7 @@ from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.ufs.interface import ObjectStore
 
+T = TypeVar("T")
 
 class TreeDefaults(Protocol):
     """What a tree gives what its UFS listing reveals, and when it lists again: a mount's
@@ -147,6 +148,16 @@ class EmbeddedMeta:
         if ino is not None and rec is not None and tree.is_dir(rec):
             self._loader.ensure_fresh(ino)
 
+    def _listed_first(self, parent: InodeId, change: Callable[[tree.Listed], T]) -> T:
+        """``change(listed)``, a change that adds a name in ``parent``, checking in its own
+        transaction that ``parent`` is listed (no read of its own first: one round trip
+        less over etcd); if it is due, list it, then run the change unchecked."""
+        try:
+            return change(self._loader.is_fresh)
+        except tree.DueForListing:
+            self._loader.ensure_fresh(parent)
+            return change(None)
+
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
         found = self.lookup_if_listed(parent, name)  # validates the name
         if found is not None:
@@ -179,42 +190,55 @@ class EmbeddedMeta:
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
     ) -> Attr:
         validate_name(name)
-        self._loader.ensure_fresh(parent)
-        return ops_create.create(self._ctx, parent, name, mode, uid, gid, rdev)
+        return self._listed_first(
+            parent,
+            lambda listed: ops_create.create(
+                self._ctx, parent, name, mode, uid, gid, rdev, listed
+            ),
+        )
 
     def create_if_ready(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
     ) -> Attr | None:
         validate_name(name)
-        if self._loader.stale(parent):
-            return None
-        return ops_create.create_now(self._ctx, parent, name, mode, uid, gid)
+        listed = self._loader.is_fresh
+        return ops_create.create_now(self._ctx, parent, name, mode, uid, gid, listed)
 
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
     ) -> tuple[Attr, str]:
         """``session``: the mount holding it, when the tree service serves this tree."""
         validate_name(name)
-        self._loader.ensure_fresh(parent)
-        return ops_create.create_open(self._ctx, parent, name, mode, uid, gid, session)
+        return self._listed_first(
+            parent,
+            lambda listed: ops_create.create_open(
+                self._ctx, parent, name, mode, uid, gid, session, listed
+            ),
+        )
 
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         validate_name(name)
-        self._loader.ensure_fresh(parent)
-        return ops_create.mkdir(self._ctx, parent, name, mode, uid, gid)
+        return self._listed_first(
+            parent,
+            lambda listed: ops_create.mkdir(self._ctx, parent, name, mode, uid, gid, listed),
+        )
 
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
         validate_name(name)
-        self._loader.ensure_fresh(parent)
-        return ops_create.symlink(self._ctx, parent, name, target, uid, gid)
+        return self._listed_first(
+            parent,
+            lambda listed: ops_create.symlink(self._ctx, parent, name, target, uid, gid, listed),
+        )
 
     def readlink(self, inode: InodeId) -> bytes:
         return ops_read.readlink(self._ctx, inode)
 
     def link(self, inode: InodeId, new_parent: InodeId, new_name: bytes) -> Attr:
         validate_name(new_name)
-        self._loader.ensure_fresh(new_parent)
-        return ops_create.link(self._ctx, inode, new_parent, new_name)
+        return self._listed_first(
+            new_parent,
+            lambda listed: ops_create.link(self._ctx, inode, new_parent, new_name, listed),
+        )
 
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         validate_name(name)

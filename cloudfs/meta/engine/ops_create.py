@@ -41,9 +41,12 @@ from cloudfs.types import Attr
 SYMLINK_MAX = 4096  # PATH_MAX
 
 
-def _check_free(txn: KVTxn, parent: int, name: bytes) -> InodeRecord:
-    """The directory ``parent``'s record, if ``name`` is free in it."""
+def _check_free(
+    txn: KVTxn, parent: int, name: bytes, listed: tree.Listed = None
+) -> InodeRecord:
+    """The directory ``parent``'s record, if ``name`` is free in it (and it is listed)."""
     parent_rec = tree.load_dir(txn, parent)
+    tree.check_listed(parent_rec, listed)
     if tree.child(txn, parent, name) is not None:
         raise AlreadyExists(f"{name!r} exists")
     return parent_rec
@@ -69,6 +72,7 @@ def _insert(
     now: int,
     ino: int,
     also: tuple[bytes, ...] = (),
+    listed: tree.Listed = None,
 ) -> tuple[Attr, str]:
     """Add ``name`` in ``parent`` for the new inode ``ino`` with record ``rec``
     (``AlreadyExists`` if taken, the store's error if it cannot hold the key); returns
@@ -83,7 +87,7 @@ def _insert(
             *also,
         ]
     )
-    parent_rec = _check_free(txn, parent, name)
+    parent_rec = _check_free(txn, parent, name, listed)
     if op != "mkdir":  # mkdir reserved the name itself
         reserve.check(txn, keys, ctx.clock())
     key = tree.entry_key(txn, parent, name)
@@ -126,16 +130,18 @@ def _add(
     target: bytes = b"",
     held_by: str | None = None,
     wait: bool = True,
+    listed: tree.Listed = None,
 ) -> tuple[Attr, str]:
     """A new non-directory, in one transaction and no lock: it waits only while its
     name or directory is reserved by a change in the UFS (``reserve``); without
     ``wait``, ``reserve.Reserved`` is raised instead. ``held_by``: the session that
-    holds it open from the start ("" in an embedded tree)."""
+    holds it open from the start ("" in an embedded tree). ``listed``: raise
+    ``tree.DueForListing`` if it says the directory is due for a listing."""
     ino = ctx.numbers.take(ctx.kv)
     also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
     def insert(txn: KVTxn) -> tuple[Attr, str]:
-        added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino, also)
+        added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino, also, listed)
         if target:
             txn.put(codec.symlink_key(ino), target)
         if held_by is not None:
@@ -148,29 +154,44 @@ def _add(
 
 
 def create(
-    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, rdev: int
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    rdev: int,
+    listed: tree.Listed = None,
 ) -> Attr:
-    return _create(ctx, parent, name, mode, uid, gid, rdev)[0]
+    return _create(ctx, parent, name, mode, uid, gid, rdev, listed=listed)[0]
 
 
 def create_now(
-    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int
+    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, listed: tree.Listed
 ) -> Attr | None:
-    """A regular file, made at once, or None if its name or directory is reserved
-    (``create`` then waits the reservation out)."""
+    """A regular file, made at once, or None if its name or directory is reserved or the
+    directory is due for a listing (``create`` then waits, or lists)."""
     rec = _new(stat.S_IFREG | (mode & 0o7777), uid, gid, ctx.clock())
     try:
-        return _add(ctx, "create", parent, name, rec, wait=False)[0]
-    except reserve.Reserved:
+        return _add(ctx, "create", parent, name, rec, wait=False, listed=listed)[0]
+    except (reserve.Reserved, tree.DueForListing):
         return None
 
 
 def create_open(
-    ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int, session: str
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    session: str,
+    listed: tree.Listed = None,
 ) -> tuple[Attr, str]:
     """A regular file held open by ``session`` from the start, and its UFS key: a new
     file's create, open and object key in one transaction."""
-    return _create(ctx, parent, name, stat.S_IFREG | (mode & 0o7777), uid, gid, 0, session)
+    mode = stat.S_IFREG | (mode & 0o7777)
+    return _create(ctx, parent, name, mode, uid, gid, 0, session, listed)
 
 
 def _create(
@@ -182,6 +203,7 @@ def _create(
     gid: int,
     rdev: int,
     held_by: str | None = None,
+    listed: tree.Listed = None,
 ) -> tuple[Attr, str]:
     validate_name(name)
     kind = stat.S_IFMT(mode) or stat.S_IFREG
@@ -190,15 +212,23 @@ def _create(
     rdev = rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else 0
     rec = _new(kind | (mode & 0o7777), uid, gid, ctx.clock(), rdev=rdev)
     op = "create" if kind == stat.S_IFREG else "mknod"
-    return _add(ctx, op, parent, name, rec, held_by=held_by)
+    return _add(ctx, op, parent, name, rec, held_by=held_by, listed=listed)
 
 
-def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: int) -> Attr:
+def mkdir(
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    listed: tree.Listed = None,
+) -> Attr:
     """The marker first, then the tree; the name is reserved meanwhile (``reserve``)."""
     validate_name(name)
 
     def plan(txn: KVTxn) -> tuple[str, list[bytes]]:
-        _check_free(txn, parent, name)
+        _check_free(txn, parent, name, listed)
         reserve.check(txn, [codec.reserved_inode_key(parent)], ctx.clock())  # no rmdir of it
         return tree.entry_key(txn, parent, name), [codec.reserved_name_key(parent, name)]
 
@@ -219,7 +249,15 @@ def mkdir(ctx: TreeContext, parent: int, name: bytes, mode: int, uid: int, gid: 
     return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, insert)
 
 
-def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
+def symlink(
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    target: bytes,
+    uid: int,
+    gid: int,
+    listed: tree.Listed = None,
+) -> Attr:
     validate_name(name)
     if not target:
         raise NotFound("empty symlink target")
@@ -228,10 +266,12 @@ def symlink(ctx: TreeContext, parent: int, name: bytes, target: bytes, uid: int,
     if len(target) >= SYMLINK_MAX:
         raise NameTooLong("symlink target too long")
     rec = _new(stat.S_IFLNK | 0o777, uid, gid, ctx.clock(), size=len(target))
-    return _add(ctx, "symlink", parent, name, rec, target=target)[0]
+    return _add(ctx, "symlink", parent, name, rec, target=target, listed=listed)[0]
 
 
-def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
+def link(
+    ctx: TreeContext, ino: int, new_parent: int, new_name: bytes, listed: tree.Listed = None
+) -> Attr:
     validate_name(new_name)
     now = ctx.clock()
 
@@ -252,7 +292,7 @@ def link(ctx: TreeContext, ino: int, new_parent: int, new_name: bytes) -> Attr:
             raise NotFound(f"inode {ino} was unlinked")
         if rec.nlink >= 0xFFFFFFFF:
             raise FsError("too many links", errno=errno.EMLINK)
-        _check_free(txn, new_parent, new_name)
+        _check_free(txn, new_parent, new_name, listed)
         # The object moves to this name's key if the first name goes.
         check_key(ctx.store, "link", tree.entry_key(txn, new_parent, new_name))
         tree.add_name(txn, new_parent, new_name, ino)

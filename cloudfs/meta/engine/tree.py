@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import replace
 
 from cloudfs.errors import NotADirectory, NotFound
@@ -38,6 +39,22 @@ def load(txn: KVTxn, ino: int) -> InodeRecord:
     if rec is None:
         raise NotFound(f"inode {ino}")
     return rec
+
+
+Listed = Callable[[InodeRecord], bool] | None  # is this directory's listing fresh? (None: skip)
+
+
+class DueForListing(Exception):
+    """A change found its directory due for a listing from the UFS (``check_listed``):
+    the caller lists it and runs the change again, unchecked."""
+
+
+def check_listed(rec: InodeRecord, listed: Listed) -> None:
+    """Raise ``DueForListing`` if ``listed`` says directory ``rec`` must be listed first:
+    a change checks it on the record its transaction reads anyway, which saves a
+    read of its own before every change."""
+    if listed is not None and not listed(rec):
+        raise DueForListing()
 
 
 def load_dir(txn: KVTxn, ino: int) -> InodeRecord:
