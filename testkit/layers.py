@@ -211,6 +211,7 @@ ROWS: tuple[Row, ...] = (
         "service is unreachable), "
         "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
         "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
+        "`grouped.py` (`GroupedCalls`: calls queued meanwhile sent as one), "
         "`tree_uri.py` (`grpc://HOST:PORT/VOLUME`)",
     ),
     Row(

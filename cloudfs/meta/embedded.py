@@ -289,6 +289,10 @@ class EmbeddedMeta:
     def release(self, inode: InodeId, session: str = "") -> None:
         ops_attr.release(self._ctx, inode, session)
 
+    def release_many(self, inodes: list[InodeId], session: str = "") -> None:
+        """``release`` of each of ``inodes``, in one transaction (the service's ReleaseMany)."""
+        ops_attr.release_many(self._ctx, list(inodes), session)
+
     def heartbeat(self, session: str) -> int:
         """Open or renew a mount's session (see ``ops_session``); returns its expiry."""
         return ops_session.heartbeat(self._ctx, session)

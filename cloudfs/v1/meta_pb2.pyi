@@ -94,6 +94,14 @@ class InodeRequest(_message.Message):
     inode: int
     def __init__(self, volume: _Optional[str] = ..., inode: _Optional[int] = ...) -> None: ...
 
+class InodesRequest(_message.Message):
+    __slots__ = ("volume", "inodes")
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    INODES_FIELD_NUMBER: _ClassVar[int]
+    volume: str
+    inodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, volume: _Optional[str] = ..., inodes: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class NameRequest(_message.Message):
     __slots__ = ("volume", "parent", "name")
     VOLUME_FIELD_NUMBER: _ClassVar[int]

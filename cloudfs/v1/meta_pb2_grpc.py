@@ -149,6 +149,11 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
                 _registered_method=True)
+        self.ReleaseMany = channel.unary_unary(
+                '/cloudfs.v1.MetaService/ReleaseMany',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.InodesRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
+                _registered_method=True)
         self.CommitUpload = channel.unary_unary(
                 '/cloudfs.v1.MetaService/CommitUpload',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CommitUploadRequest.SerializeToString,
@@ -323,6 +328,14 @@ class MetaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseMany(self, request, context):
+        """Release of each inode, in one transaction: what a mount sends for the releases that
+        queued while its previous one was in flight.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CommitUpload(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -474,6 +487,11 @@ def add_MetaServiceServicer_to_server(servicer, server):
             'Release': grpc.unary_unary_rpc_method_handler(
                     servicer.Release,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.InodeRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.Empty.SerializeToString,
+            ),
+            'ReleaseMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseMany,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.InodesRequest.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.Empty.SerializeToString,
             ),
             'CommitUpload': grpc.unary_unary_rpc_method_handler(
@@ -1122,6 +1140,33 @@ class MetaService:
             target,
             '/cloudfs.v1.MetaService/Release',
             cloudfs_dot_v1_dot_meta__pb2.InodeRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/ReleaseMany',
+            cloudfs_dot_v1_dot_meta__pb2.InodesRequest.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.Empty.FromString,
             options,
             channel_credentials,

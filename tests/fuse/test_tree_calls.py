@@ -17,20 +17,25 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import pytest
 
 from cloudfs.config import S3Config
 from cloudfs.meta.client.volumes import VolumeClient
+from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.engine import codec
+from cloudfs.meta.engine.kv import KVEngine
 from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes
 from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.ufs.factory import open_store
 from testkit.mounts import Backing, Mount, mounted
+from testkit.tree_check import check_tree, tree_kv, volume_tree_id
 
 pytestmark = [pytest.mark.fuse]
 
@@ -67,10 +72,15 @@ class CallCounter(grpc.ServerInterceptor):  # type: ignore[misc]
         return Counter({m: n for m, n in calls.items() if m not in BACKGROUND})
 
 
+class Counted(NamedTuple):
+    mount: Mount
+    counter: CallCounter
+    meta: EmbeddedMeta  # the server's tree of the volume
+    tree: KVEngine  # its keys in the server's engine
+
+
 @pytest.fixture(params=["through"])
-def counted(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[Mount, CallCounter]]:
+def counted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Counted]:
     """A mount (``--write-mode`` the param) through an in-process tree server that counts."""
     data = tmp_path / "data"
     data.mkdir()
@@ -91,7 +101,8 @@ def counted(
             (mount.root / "d").mkdir()
             os.listdir(mount.root / "d")
             counter.take_after_release()  # the kernel's releasedir comes after listdir returns
-            yield mount, counter
+            keys = tree_kv(engine, volume_tree_id(engine, "counted"))
+            yield Counted(mount, counter, volumes.tree("counted"), keys)
     finally:
         server.stop(0)
         volumes.close()
@@ -103,11 +114,11 @@ def _changes(calls: Counter[str]) -> Counter[str]:
 
 @pytest.mark.parametrize("counted", ["through", "back"], indirect=True)
 def test_a_new_file_costs_two_tree_calls_and_a_release(
-    counted: tuple[Mount, CallCounter],
+    counted: Counted,
 ) -> None:
     """create + open + object key are one call; the commit at close is the other (in
     write-back: the size pending in the journal; the upload commits later)."""
-    mount, counter = counted
+    mount, counter, _, _ = counted
     back = "back" in mount.options
     counter.take()
     (mount.root / "d" / "new.bin").write_bytes(b"x" * 1000)
@@ -119,9 +130,9 @@ def test_a_new_file_costs_two_tree_calls_and_a_release(
 
 
 def test_rename_unlink_and_chmod_cost_one_tree_call_each(
-    counted: tuple[Mount, CallCounter],
+    counted: Counted,
 ) -> None:
-    mount, counter = counted
+    mount, counter, _, _ = counted
     d = mount.root / "d"
     (d / "a").write_bytes(b"a")
     os.stat(d / "a")
@@ -132,3 +143,35 @@ def test_rename_unlink_and_chmod_cost_one_tree_call_each(
     assert _changes(counter.take()) == Counter({"SetAttr": 1})
     os.unlink(d / "b")
     assert _changes(counter.take()) == Counter({"Unlink": 1})
+
+
+def _open_counts(tree: KVEngine) -> dict[bytes, bytes]:
+    with tree.transaction(write=False) as txn:
+        return dict(txn.scan(codec.OPEN_PREFIX))
+
+
+def test_releases_made_at_once_go_out_together_and_give_every_open_back(
+    counted: Counted,
+) -> None:
+    """16 files closed at once: their releases queue behind the one in flight and go as
+    ReleaseMany, never one request per file more; every open is given back, and the
+    file unlinked while open is freed by its release."""
+    mount, counter, meta, tree = counted
+    d = mount.root / "d"
+    files = [open(d / f"f{i:02d}", "wb") for i in range(16)]  # noqa: SIM115
+    for f in files:
+        f.write(b"x")
+        f.flush()
+    os.unlink(d / "f00")  # open and nameless
+    assert _open_counts(tree)
+    counter.take()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda f: f.close(), files))
+    deadline = time.monotonic() + 10
+    while _open_counts(tree) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _open_counts(tree) == {}
+    calls = counter.take()
+    assert calls["Release"] + calls["ReleaseMany"] <= 16, calls
+    assert sorted(os.listdir(d)) == [f"f{i:02d}" for i in range(1, 16)]
+    check_tree(meta, tree)

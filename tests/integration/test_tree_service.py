@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cloudfs import errors
@@ -22,6 +23,8 @@ from cloudfs.meta.service.server import TreeServer
 from cloudfs.meta.service.volumes import Volumes
 from cloudfs.meta.wire.volumes import VolumeSpec
 from cloudfs.types import ROOT_INODE, InodeId
+from cloudfs.v1 import meta_pb2 as pb
+from cloudfs.v1.meta_pb2_grpc import MetaServiceStub
 from testkit.memory_store import MemoryObjectStore
 from testkit.tree_server import running_tree_server
 
@@ -273,3 +276,30 @@ def test_an_unmount_ends_its_session_and_gives_back_its_opens(service: Service) 
     with pytest.raises(errors.NotFound):
         b.getattr(f)
     b.close()
+
+
+def test_release_many_gives_back_each_open_in_one_call(service: Service) -> None:
+    """ReleaseMany (what a mount sends for releases made at once): an inode twice is two
+    releases, an unlinked one's last open frees it, and more than the cap is refused."""
+    service.volume("v")
+    meta = GrpcMeta(service.address, "v")
+    meta.start_session()
+    kept = meta.create(R, b"kept", FILE, 0, 0).inode
+    gone = meta.create(R, b"gone", FILE, 0, 0).inode
+    for inode in (kept, kept, gone):
+        meta.open(inode)
+    meta.unlink(R, b"gone")
+    channel = grpc.insecure_channel(service.address)
+    stub = MetaServiceStub(channel)
+    session = (("cloudfs-session", meta.session),)
+    stub.ReleaseMany(pb.InodesRequest(volume="v", inodes=[kept, gone, kept]), metadata=session)
+    with pytest.raises(errors.NotFound):
+        meta.getattr(gone)
+    meta.unlink(R, b"kept")
+    with pytest.raises(errors.NotFound):  # no open of it was left
+        meta.getattr(kept)
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.ReleaseMany(pb.InodesRequest(volume="v", inodes=[kept] * 65), metadata=session)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    channel.close()
+    meta.close()

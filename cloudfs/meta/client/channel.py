@@ -198,6 +198,8 @@ def rpc_error(exc: grpc.RpcError, what: str, timeout: float, *, tls: bool | None
         return cv.from_errno(int(trailing[ERRNO_KEY]), details)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RemoteIOError(f"{what}: the tree service did not answer within {timeout:g} s")
+    if code == grpc.StatusCode.UNIMPLEMENTED:  # a server older than this client
+        return FsError(f"{what}: the tree server does not have this call", errno=errno.ENOSYS)
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return AccessDenied(f"{what}: the tree service refused the token ({details})")
     if code == grpc.StatusCode.UNAVAILABLE:

@@ -21,6 +21,7 @@ refused UNAUTHENTICATED is sent once more if the token file changed since.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
@@ -42,9 +43,10 @@ from cloudfs.meta.client.channel import (
     rpc_error,
     unreachable,
 )
+from cloudfs.meta.client.grouped import GroupedCalls
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.wire import convert as cv
-from cloudfs.meta.wire.constants import SESSION_KEY
+from cloudfs.meta.wire.constants import MAX_RELEASES, SESSION_KEY
 from cloudfs.tls import ClientTLS
 from cloudfs.tokens import Token, token_source
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
@@ -83,6 +85,9 @@ class GrpcMeta:
         self._listing_timeout = listing_timeout
         self._closed = threading.Event()
         self._heartbeats: threading.Thread | None = None
+        # releases made while one is in flight go out as one ReleaseMany
+        self._releases = GroupedCalls(self._release_all, MAX_RELEASES)
+        self._release_many = True  # until a server says it has no ReleaseMany
 
     def start_session(self) -> None:
         """Open this mount's session now (errors surface here) and keep it alive.
@@ -290,7 +295,20 @@ class GrpcMeta:
         return self._attr("Open", self._inode(inode))
 
     def release(self, inode: InodeId) -> None:
-        self._call("Release", self._inode(inode))
+        self._releases.call(inode)
+
+    def _release_all(self, inodes: list[InodeId]) -> None:
+        if len(inodes) > 1 and self._release_many:
+            try:
+                self._call("ReleaseMany", pb.InodesRequest(volume=self._volume, inodes=inodes))
+                return
+            except FsError as exc:
+                if exc.errno != errno.ENOSYS:
+                    raise
+                log.info("the tree server has no ReleaseMany (older): releases go one by one")
+                self._release_many = False
+        for inode in inodes:  # a lone release, or a server that knows only Release
+            self._call("Release", self._inode(inode))
 
     def commit_upload(
         self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None

@@ -147,24 +147,36 @@ def open_keys(ino: int, session: str) -> list[bytes]:
 
 
 def release(ctx: TreeContext, ino: int, session: str = "") -> None:
+    release_many(ctx, [ino], session)
+
+
+def release_many(ctx: TreeContext, inos: list[int], session: str = "") -> None:
+    """Give back one open of each of ``inos`` (an inode may come more than once), in one
+    transaction: an unlinked inode whose last open this was is freed."""
 
     def apply(txn: KVTxn) -> None:
-        txn.get_many(open_keys(ino, session))
-        count = tree.open_count(txn, ino)
-        if count == 0:
-            log.warning("release of inode %d that is not open", ino)
-            return
-        if session:
-            ops_session.held(txn, session, ino, -1, ctx.clock())
-        if count > 1:
-            txn.put(codec.open_key(ino), codec.u64(count - 1))
-            return
-        txn.delete(codec.open_key(ino))
-        rec = tree.find(txn, ino)
-        if rec is not None and rec.nlink == 0:
-            tree.free_inode(txn, ino)
+        txn.get_many([key for ino in dict.fromkeys(inos) for key in open_keys(ino, session)])
+        now = ctx.clock()
+        for ino in inos:
+            _release_in(txn, ino, session, now)
 
     write_txn(ctx.kv, apply)
+
+
+def _release_in(txn: KVTxn, ino: int, session: str, now: int) -> None:
+    count = tree.open_count(txn, ino)
+    if count == 0:
+        log.warning("release of inode %d that is not open", ino)
+        return
+    if session:
+        ops_session.held(txn, session, ino, -1, now)
+    if count > 1:
+        txn.put(codec.open_key(ino), codec.u64(count - 1))
+        return
+    txn.delete(codec.open_key(ino))
+    rec = tree.find(txn, ino)
+    if rec is not None and rec.nlink == 0:
+        tree.free_inode(txn, ino)
 
 
 def commit_upload(

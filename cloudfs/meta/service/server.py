@@ -32,7 +32,7 @@ from typing import Any
 
 import grpc
 
-from cloudfs.errors import FsError
+from cloudfs.errors import FsError, InvalidArgument
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.cache_reports import CacheReports
@@ -44,6 +44,7 @@ from cloudfs.meta.wire import convert as cv
 from cloudfs.meta.wire.constants import (
     ERRNO_KEY,
     GROUP_SERVICE,
+    MAX_RELEASES,
     META_SERVICE,
     REPORT_SERVICE,
     SESSION_KEY,
@@ -73,6 +74,13 @@ def _created(result: tuple[Any, str]) -> pb.CreatedReply:
 
 def _empty(_: Any) -> pb.Empty:
     return pb.Empty()
+
+
+def _release_many(meta: EmbeddedMeta, request: pb.InodesRequest, session: str) -> None:
+    if len(request.inodes) > MAX_RELEASES:
+        count = len(request.inodes)
+        raise InvalidArgument(f"ReleaseMany of {count} inodes (at most {MAX_RELEASES})")
+    meta.release_many([InodeId(i) for i in request.inodes], session)
 
 
 # RPC name -> (request type, the Meta call, the reply built from its result)
@@ -174,6 +182,7 @@ META_CALLS: dict[str, tuple[Any, Call, Callable[[Any], Any]]] = {
 SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
     "Open": (pb.InodeRequest, lambda m, r, s: m.open(InodeId(r.inode), s), _attr),
     "Release": (pb.InodeRequest, lambda m, r, s: m.release(InodeId(r.inode), s), _empty),
+    "ReleaseMany": (pb.InodesRequest, _release_many, _empty),
     "CreateOpen": (
         pb.CreateRequest,
         lambda m, r, s: m.create_open(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s),

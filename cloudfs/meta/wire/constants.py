@@ -11,6 +11,7 @@ from __future__ import annotations
 MiB = 1024 * 1024
 MAX_REQUEST_BYTES = 4 * MiB
 MAX_REPLY_BYTES = 64 * MiB
+MAX_RELEASES = 64  # inodes in one ReleaseMany (one transaction: etcd caps its operations)
 
 META_SERVICE = "cloudfs.v1.MetaService"
 VOLUME_SERVICE = "cloudfs.v1.VolumeService"
