@@ -20,7 +20,6 @@ import pytest
 from cloudfs.errors import FsError
 from cloudfs.meta.embedded import EmbeddedMeta
 from cloudfs.meta.engine.kv import KVEngine
-from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.types import ROOT_INODE, InodeId
 from testkit.etcd import EtcdCluster
 from testkit.memory_store import MemoryObjectStore
@@ -29,19 +28,6 @@ R = InodeId(ROOT_INODE)
 FILE = stat.S_IFREG | 0o644
 DIR = stat.S_IFDIR | 0o755
 TTL = 10.0
-
-
-@pytest.fixture(params=["memory", "etcd"])
-def engine(request: pytest.FixtureRequest) -> Iterator[KVEngine]:
-    if request.param == "memory":
-        yield MemoryKV()
-        return
-    from cloudfs.meta.engine.kv_etcd import EtcdKV
-
-    etcd: EtcdCluster = request.getfixturevalue("etcd")
-    kv = EtcdKV(etcd.endpoints, request.getfixturevalue("etcd_prefix"))
-    yield kv
-    kv.close()
 
 
 class World:

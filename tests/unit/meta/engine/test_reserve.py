@@ -23,7 +23,6 @@ from cloudfs.meta.engine import codec, reserve
 from cloudfs.meta.engine.kv import KVEngine
 from cloudfs.meta.engine.kv_memory import MemoryKV
 from cloudfs.types import ROOT_INODE, Attr, InodeId
-from testkit.etcd import EtcdCluster
 from testkit.memory_store import MemoryObjectStore
 from testkit.tree_check import check_tree
 
@@ -47,17 +46,6 @@ class GatedStore(MemoryObjectStore):
             self.entered.set()
             assert self.release.wait(WAIT)
         super()._enter(method)
-
-
-@pytest.fixture(params=["memory", "etcd"])
-def engine(request: pytest.FixtureRequest) -> Iterator[KVEngine]:
-    if request.param == "memory":
-        yield MemoryKV()
-        return
-    from cloudfs.meta.engine.kv_etcd import EtcdKV
-
-    etcd: EtcdCluster = request.getfixturevalue("etcd")
-    yield EtcdKV(etcd.endpoints, request.getfixturevalue("etcd_prefix"))
 
 
 @pytest.fixture
