@@ -3,13 +3,15 @@ service, etcd, a cache worker and a cache disk fail in turn (bounded, loopback o
 
 Topology (bench/soak/topology.py): moto on 127.0.0.1 behind the fault proxy; a 3-member
 etcd; ``cloudfs meta serve --engine etcd://...``; two ``cloudfs cache serve --group``
-workers; two ``grpc://`` mounts with ``--cache-group``, the writer with ``--write-mode
-back``, the reader with its cache on a small tmpfs. Workload (bench/soak/workload.py):
+workers; three ``grpc://`` mounts with ``--cache-group``: the writer with ``--write-mode
+back``, the reader with its cache on a small tmpfs, and a ``--read-only --dataset-mode
+on`` mount. Workload (bench/soak/workload.py):
 two reader threads per mount, epochs in random order over small and large files, each
 checked by crc32; one writer, a checkpoint of 1-4 MiB every few seconds (fsync, close,
 then ``latest.tmp`` renamed over ``latest.bin``). Faults (bench/soak/faults.py), one
 after another: S3 errors, S3 stalls, an S3 outage of min(2 min, duration/6), the tree
-server killed and restarted, the etcd leader killed, a cache worker killed, the reader's
+service down for min(5 min, duration/6) (``--tree-outage``; reads of files a mount read
+before must all succeed), the etcd leader killed, a cache worker killed, the reader's
 cache disk filled.
 
 At the end: ``cloudfs flush`` on the writer, then every closed checkpoint is compared
@@ -20,6 +22,7 @@ when bytes were lost, a failure was not allowed, memory grew or a fault was not 
 
     python3 benchmarks/soak.py                                   # 30 minutes
     python3 benchmarks/soak.py --duration 3m --report /tmp/soak.json
+    python3 benchmarks/soak.py --duration 15m --tree-outage 300   # the 5-minute outage
 
 Needs root (FUSE, tmpfs), fuse3, etcd and moto.
 """
@@ -69,8 +72,8 @@ def log(message: str) -> None:
     print(f"[{(time.monotonic() - STARTED) / 60:6.1f} min] {message}", flush=True)
 
 
-def parse_duration(text: str) -> float:
-    """``30m``, ``180s``, ``1h`` or plain seconds."""
+def parse_seconds(text: str) -> float:
+    """``30m``, ``180s``, ``1h`` or plain seconds (more than 0)."""
     units = {"s": 1, "m": 60, "h": 3600}
     scale = units.get(text[-1:].lower(), 1)
     number = text[:-1] if text[-1:].lower() in units else text
@@ -78,6 +81,14 @@ def parse_duration(text: str) -> float:
         seconds = float(number) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r} (30m, 180s, 1h)") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: not more than 0")
+    return seconds
+
+
+def parse_duration(text: str) -> float:
+    """The soak's length: ``parse_seconds``, at least a minute."""
+    seconds = parse_seconds(text)
     if seconds < 60:
         raise argparse.ArgumentTypeError("the soak needs at least 1 minute")
     return seconds
@@ -89,6 +100,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--report", type=Path, help="JSON report (default: results/soak-STAMP.json)")
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/cloudfs-soak"))
     p.add_argument("--keep-workdir", action="store_true", help="keep logs and caches")
+    p.add_argument(
+        "--tree-outage",
+        type=parse_seconds,
+        default=None,
+        help="how long the tree service is down (min(5m, duration/6))",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--flush-timeout", type=float, default=600.0)
     p.add_argument("--markdown", type=Path, metavar="JSON", help="print a report's RESULTS section")
@@ -131,7 +148,7 @@ def soak(args: argparse.Namespace, topo: Topology, data: dict[str, Any]) -> None
     crcs = DATASET.populate(lambda k, b: client.put_object(Bucket=BUCKET, Key=k, Body=b), args.seed)
     (topo.writer.root / "ckpt").mkdir(exist_ok=True)
     duration: float = args.duration
-    windows, scaling = faults.plan(duration)
+    windows, scaling = faults.plan(duration, args.tree_outage)
     data["meta"]["scaling"] = scaling
     oplog = OpLog(time.monotonic())
     pids = {name: topo.mount_pid(name) for name in topo.mounts}

@@ -5,26 +5,36 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from benchmarks.bench.soak import faults, memory
 from benchmarks.bench.soak.workload import Op
 
 
 def test_the_schedule_fits_the_run_and_scales_the_outage() -> None:
-    for duration, outage in ((180.0, 30.0), (600.0, 100.0), (1800.0, 120.0)):
+    scaled = ((180.0, 30.0, 30.0), (600.0, 100.0, 100.0), (1800.0, 120.0, 300.0))
+    for duration, outage, tree in scaled:
         windows, scaling = faults.plan(duration)
         assert [w.name for w in windows] == [f.name for f in faults.FAULTS]
-        assert scaling["outage_s"] == outage
+        assert scaling["outage_s"] == outage and scaling["tree_outage_s"] == tree
         assert windows[0].planned_start == duration * faults.WARMUP_SHARE
         last = windows[-1]
         assert last.planned_start + last.planned_length <= duration * (1 - faults.TAIL_SHARE)
         for a, b in itertools.pairwise(windows):
             assert a.planned_start + a.planned_length <= b.planned_start  # one at a time
     assert "30 s in this shorter run" in faults.plan(180.0)[1]["note"]
+    windows, _ = faults.plan(900.0, tree_outage=300.0)  # the 5-minute outage in 15 minutes
+    assert next(w for w in windows if w.name == "tree_outage").planned_length == 300.0
+    with pytest.raises(ValueError):
+        faults.plan(180.0, tree_outage=300.0)  # does not fit
 
 
 def _window(name: str, start: float, end: float) -> faults.Window:
     spec = next(f for f in faults.FAULTS if f.name == name)
-    return faults.Window(name, spec.what, start, end - start, sorted(spec.excuses), start, end)
+    excuses = sorted(spec.excuses)
+    return faults.Window(
+        name, spec.what, start, end - start, excuses, spec.unknown_reads, start, end
+    )
 
 
 def _op(kind: str, start: float, end: float, error: str | None = "EIO", **kw: bool) -> Op:
@@ -43,8 +53,23 @@ def test_a_failure_is_allowed_only_by_a_fault_that_excuses_its_kind() -> None:
 
 
 def test_an_overlapped_window_is_blamed_before_one_in_its_grace() -> None:
-    windows = [_window("s3_outage", 10, 40), _window("tree_server_kill", 45, 55)]
-    assert faults.excused_by(_op("read", 46, 47), windows) == "tree_server_kill"
+    windows = [_window("s3_outage", 10, 40), _window("tree_outage", 45, 55)]
+    assert faults.excused_by(_op("write", 46, 47), windows) == "tree_outage"
+
+
+def test_a_tree_outage_excuses_reads_only_of_files_never_read_before_it() -> None:
+    """Issue 27: a detached mount serves every file it knows; one it never read may fail."""
+    windows = [_window("tree_outage", 100, 400)]
+    ops = [
+        _op("read", 50, 51, None),  # data/x read before the outage
+        Op("read", "reader", 120, 121, "data/y", "EIO"),  # never read before
+        _op("read", 130, 131),  # data/x again: known
+        Op("rename", "writer", 140, 141, "ckpt/latest.bin", "EIO"),
+    ]
+    known = faults.first_reads(ops)
+    assert faults.excused_by(ops[1], windows, known) == "tree_outage"
+    assert faults.excused_by(ops[2], windows, known) is None
+    assert faults.excused_by(ops[3], windows, known) == "tree_outage"
 
 
 def test_recovery_is_the_first_success_started_after_the_fault() -> None:

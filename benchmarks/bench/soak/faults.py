@@ -2,14 +2,19 @@
 
 Faults run one at a time, in the order of ``FAULTS``, between a warm-up (the first 10%
 of the run) and a quiet tail (the last 10%), each followed by a gap in which the
-workload must recover. The S3 outage lasts ``min(120 s, duration / 6)``; every other
+workload must recover. The S3 outage lasts ``min(120 s, duration / 6)``, the tree
+service's outage ``min(300 s, duration / 6)`` (or ``--tree-outage``); every other
 fault ``min(60 s, duration / 20)``.
 
 A failed operation is *allowed* when it overlaps a fault's window (plus ``GRACE``
 seconds after it ends, for retries already under way) and its kind is one that fault
 excuses: reads during S3 errors, stalls and the outage (a block in no cache must come
-from S3, and the mount gives up after its retries with EIO); reads and writes while the
-tree service is down. Writes and renames of the write-back mount are never excused by
+from S3, and the mount gives up after its retries with EIO). While the tree service is
+down the mounts run detached: a read of a file the mount read before the outage must
+succeed (issue 27: 0 failures), one it never read may fail; the write-back mount's
+checkpoint writes and renames may fail (namespace changes are not journaled while
+detached: they fail with EIO after the reconnect bound). Writes and renames of the
+write-back mount are never excused by
 S3 faults (the soak found renaming ``latest.tmp`` over ``latest.bin`` failing with EIO
 in an outage: fixed in ``ops_rename``). Nothing is excused for the loss of one etcd
 member (the other two keep a quorum), of one cache worker (mounts fall back to S3) or
@@ -44,15 +49,21 @@ class FaultSpec:
     name: str
     what: str
     excuses: frozenset[str]  # op kinds whose failures it allows
+    unknown_reads: bool = False  # reads of a file its mount never read before it began too
 
 
 S3_EXCUSES = frozenset({"read"})
-TREE_EXCUSES = frozenset({"read", "write", "rename"})
+TREE_EXCUSES = frozenset({"write", "rename"})
 FAULTS = [
     FaultSpec("s3_errors", "30% of S3 requests answered 503 SlowDown", S3_EXCUSES),
     FaultSpec("s3_stalls", "every S3 request held 2 s at the proxy", S3_EXCUSES),
     FaultSpec("s3_outage", "S3 refuses every connection", S3_EXCUSES),
-    FaultSpec("tree_server_kill", "tree server SIGKILLed, restarted", TREE_EXCUSES),
+    FaultSpec(
+        "tree_outage",
+        "the tree service down (its only server SIGKILLed), restarted at the end",
+        TREE_EXCUSES,
+        unknown_reads=True,
+    ),
     FaultSpec("etcd_member_kill", "the etcd leader SIGKILLed, restarted", frozenset()),
     FaultSpec("cache_worker_kill", "one of 2 cache workers SIGKILLed, restarted", frozenset()),
     FaultSpec("cache_disk_full", "the reader mount's cache filesystem filled", frozenset()),
@@ -66,6 +77,7 @@ class Window:
     planned_start: float
     planned_length: float
     excuses: list[str]
+    unknown_reads: bool = False
     start: float | None = None  # when the fault was applied (seconds since the start)
     end: float | None = None  # when its repair was done
     repair_s: float | None = None  # how long the repair itself took (restart, free)
@@ -73,27 +85,37 @@ class Window:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def plan(duration: float) -> tuple[list[Window], dict[str, Any]]:
-    """The windows for a soak of ``duration`` seconds, and how they were scaled."""
+def plan(
+    duration: float, tree_outage: float | None = None
+) -> tuple[list[Window], dict[str, Any]]:
+    """The windows for a soak of ``duration`` seconds, and how they were scaled;
+    ``tree_outage``: the tree service's outage in seconds (default min(300, duration/6))."""
     outage = min(120.0, duration / 6)
+    tree = tree_outage if tree_outage is not None else min(300.0, duration / 6)
     other = min(60.0, duration / 20)
-    busy = outage + other * (len(FAULTS) - 1)
+    lengths = {"s3_outage": outage, "tree_outage": tree}
+    busy = sum(lengths.get(spec.name, other) for spec in FAULTS)
     active = duration * (1 - WARMUP_SHARE - TAIL_SHARE)
     gap = max(0.0, (active - busy) / len(FAULTS))
     windows = []
     t = duration * WARMUP_SHARE
     for spec in FAULTS:
-        length = outage if spec.name == "s3_outage" else other
-        windows.append(Window(spec.name, spec.what, t, length, sorted(spec.excuses)))
+        length = lengths.get(spec.name, other)
+        excuses = sorted(spec.excuses)
+        windows.append(Window(spec.name, spec.what, t, length, excuses, spec.unknown_reads))
         t += length + gap
     scaling = {
         "outage_s": outage,
+        "tree_outage_s": tree,
         "other_fault_s": other,
         "gap_s": gap,
         "warmup_s": duration * WARMUP_SHARE,
         "note": "the S3 outage lasts min(120 s, duration/6)"
-        + (f": {outage:.0f} s in this shorter run" if outage < 120 else ""),
+        + (f": {outage:.0f} s in this shorter run" if outage < 120 else "")
+        + f"; the tree service's outage {tree:.0f} s",
     }
+    if busy > duration * (1 - WARMUP_SHARE - TAIL_SHARE):
+        raise ValueError(f"the faults ({busy:.0f} s) do not fit a {duration:.0f} s soak")
     return windows, scaling
 
 
@@ -166,7 +188,7 @@ class FaultRunner:
                 proxy.cut()
 
             return outage_on, lambda: setattr(proxy, "mode", "forward")
-        if w.name == "tree_server_kill":
+        if w.name == "tree_outage":
             return topo.tree.kill, topo.tree.restart
         if w.name == "etcd_member_kill":
             holder: list[int] = []
@@ -198,13 +220,30 @@ class FaultRunner:
         raise ValueError(f"unknown fault {w.name}")
 
 
-def excused_by(op: Op, windows: list[Window]) -> str | None:
-    """The fault whose window excuses ``op``'s failure, or None."""
+def first_reads(ops: list[Op]) -> dict[tuple[str, str], float]:
+    """When each (mount, path) was first read successfully (the end of that read)."""
+    first: dict[tuple[str, str], float] = {}
+    for op in ops:
+        if op.ok and op.kind == "read":
+            key = (op.mount, op.path)
+            first[key] = min(op.end, first.get(key, op.end))
+    return first
+
+
+def excused_by(
+    op: Op, windows: list[Window], known: dict[tuple[str, str], float] | None = None
+) -> str | None:
+    """The fault whose window excuses ``op``'s failure, or None; ``known``: ``first_reads``
+    (without it, no file counts as known before a window)."""
     if op.checksum_mismatch:
         return None
+    read_before = (known or {}).get((op.mount, op.path))
     for grace in (0.0, GRACE):  # a window the op overlaps first, then one it followed
         for w in windows:
-            if w.start is None or op.kind not in w.excuses:
+            if w.start is None:
+                continue
+            unknown = op.kind == "read" and (read_before is None or read_before > w.start)
+            if op.kind not in w.excuses and not (w.unknown_reads and unknown):
                 continue
             end = (w.end if w.end is not None else op.end) + grace
             if op.start <= end and op.end >= w.start:

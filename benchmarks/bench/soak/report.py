@@ -7,7 +7,7 @@ import hashlib
 from collections import Counter
 from typing import Any
 
-from .faults import Window, excused_by
+from .faults import Window, excused_by, first_reads
 from .workload import Op
 
 MAX_LISTED_FAILURES = 200
@@ -41,13 +41,14 @@ def operations(ops: list[Op], windows: list[Window]) -> dict[str, Any]:
     allowed: Counter[str] = Counter()
     listed: list[dict[str, Any]] = []
     not_allowed = 0
+    known = first_reads(ops)
     for op in ops:
         stream = f"{op.kind}@{op.mount}"
         done[stream] += 1
         if op.ok:
             continue
         failed[stream] += 1
-        fault = excused_by(op, windows)
+        fault = excused_by(op, windows, known)
         if fault is None:
             not_allowed += 1
         else:
@@ -80,7 +81,7 @@ def verdict(report: dict[str, Any]) -> list[str]:
         why.append(f"{report['verify']['bytes_lost']} bytes lost")
     if report["ops"]["failed_not_allowed"]:
         why.append(f"{report['ops']['failed_not_allowed']} failures outside what faults allow")
-    for name in ("writer", "reader"):
+    for name in ("writer", "reader", "dataset"):
         if name not in report["memory"]:
             why.append(f"{name} mount: no memory samples (its pid was not found)")
     for name, flat in report["memory"].items():

@@ -40,10 +40,11 @@ class Topology:
     writer: Mount  # write-back; reads too
     reader: Mount  # reads only; its cache directory is the tmpfs at ``reader_cache_fs``
     reader_cache_fs: Path
+    dataset: Mount  # --read-only --dataset-mode on: warm files served by the kernel
 
     @property
     def mounts(self) -> dict[str, Mount]:
-        return {"writer": self.writer, "reader": self.reader}
+        return {"writer": self.writer, "reader": self.reader, "dataset": self.dataset}
 
     def mount_pid(self, name: str) -> int | None:
         return read_pid(os.path.realpath(self.mounts[name].root))
@@ -125,5 +126,12 @@ def running_topology(workdir: Path, log: Callable[[str], None] = print) -> Itera
             stack, backing, workdir, "mnt-reader", cache_fs,
             [*common, "--cache-size", READER_CACHE_SIZE],
         )  # fmt: skip
-        log(f"mounts: writer {writer.root} (write-back), reader {reader.root} (cache on tmpfs)")
-        yield Topology(s3, proxy, etcd, tree, workers, writer, reader, cache_fs)
+        dataset = _mount(
+            stack, backing, workdir, "mnt-dataset", workdir / "cache-dataset",
+            [*common, "--read-only", "--dataset-mode", "on", "--cache-size", "256M"],
+        )  # fmt: skip
+        log(
+            f"mounts: writer {writer.root} (write-back), reader {reader.root} (cache on tmpfs),"
+            f" dataset {dataset.root} (dataset mode)"
+        )
+        yield Topology(s3, proxy, etcd, tree, workers, writer, reader, cache_fs, dataset)
