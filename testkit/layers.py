@@ -212,6 +212,7 @@ ROWS: tuple[Row, ...] = (
         "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
         "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
         "`grouped.py` (`GroupedCalls`: calls queued meanwhile sent as one), "
+        "`dir_attrs.py` (`KnownDirAttrs`: a directory's attributes as a create left them), "
         "`tree_uri.py` (`grpc://HOST:PORT/VOLUME`)",
     ),
     Row(

@@ -208,6 +208,14 @@ class EmbeddedMeta:
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
     ) -> tuple[Attr, str]:
         """``session``: the mount holding it, when the tree service serves this tree."""
+        added = self.create_open_in(parent, name, mode, uid, gid, session)
+        return added.attr, added.key
+
+    def create_open_in(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
+    ) -> ops_create.Added:
+        """``create_open``, and the directory's attributes once the file is in it (the
+        service's CreateOpen sends them: the kernel asks for them next)."""
         validate_name(name)
         return self._listed_first(
             parent,

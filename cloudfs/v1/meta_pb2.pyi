@@ -119,12 +119,14 @@ class AttrReply(_message.Message):
     def __init__(self, attr: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
 
 class CreatedReply(_message.Message):
-    __slots__ = ("attr", "key")
+    __slots__ = ("attr", "key", "parent")
     ATTR_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
     attr: Attr
     key: bytes
-    def __init__(self, attr: _Optional[_Union[Attr, _Mapping]] = ..., key: _Optional[bytes] = ...) -> None: ...
+    parent: Attr
+    def __init__(self, attr: _Optional[_Union[Attr, _Mapping]] = ..., key: _Optional[bytes] = ..., parent: _Optional[_Union[Attr, _Mapping]] = ...) -> None: ...
 
 class SetAttrRequest(_message.Message):
     __slots__ = ("volume", "inode", "changes")

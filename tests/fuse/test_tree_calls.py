@@ -175,3 +175,24 @@ def test_releases_made_at_once_go_out_together_and_give_every_open_back(
     assert calls["Release"] + calls["ReleaseMany"] <= 16, calls
     assert sorted(os.listdir(d)) == [f"f{i:02d}" for i in range(1, 16)]
     check_tree(meta, tree)
+
+
+def test_creates_in_a_row_ask_nothing_of_their_directory_and_a_change_elsewhere_shows(
+    counted: Counted,
+) -> None:
+    """Each create makes the kernel drop its directory's attributes and ask for them before
+    the next create: the mount answers from what CreateOpen said (no GetAttr). Another
+    mount's change in that directory still shows (the change feed drops what was known)."""
+    mount, counter, meta, _ = counted
+    d = mount.root / "d"
+    counter.take()
+    for i in range(10):
+        os.close(os.open(d / f"n{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    calls = counter.take_after_release()
+    assert calls["CreateOpen"] == 10 and calls["GetAttr"] == 0, calls
+    assert os.stat(d).st_nlink == 2
+    meta.mkdir(meta.lookup(1, b"d").inode, b"made-elsewhere", 0o40755, 0, 0)
+    deadline = time.monotonic() + 10
+    while os.stat(d).st_nlink != 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.stat(d).st_nlink == 3

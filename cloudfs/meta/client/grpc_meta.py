@@ -43,6 +43,7 @@ from cloudfs.meta.client.channel import (
     rpc_error,
     unreachable,
 )
+from cloudfs.meta.client.dir_attrs import KnownDirAttrs
 from cloudfs.meta.client.grouped import GroupedCalls
 from cloudfs.meta.interface import Invalidation
 from cloudfs.meta.wire import convert as cv
@@ -54,6 +55,16 @@ from cloudfs.v1 import meta_pb2 as pb
 from cloudfs.v1 import meta_pb2_grpc as rpc
 
 log = logging.getLogger(__name__)
+
+# Calls that change no directory's attributes (reads, opens, an upload's commit):
+# every other call forgets what KnownDirAttrs knows before it is sent.
+KEEPS_DIR_ATTRS = frozenset(
+    {
+        "Lookup", "LookupIfListed", "GetAttr", "ReadDir", "ReadLink", "GetXattr",
+        "ListXattr", "StatFs", "ObjectKey", "Open", "Release", "ReleaseMany",
+        "CommitUpload", "CommitPending", "Heartbeat", "CreateOpen",
+    }
+)  # fmt: skip
 
 
 class GrpcMeta:
@@ -88,6 +99,7 @@ class GrpcMeta:
         # releases made while one is in flight go out as one ReleaseMany
         self._releases = GroupedCalls(self._release_all, MAX_RELEASES)
         self._release_many = True  # until a server says it has no ReleaseMany
+        self._dirs = KnownDirAttrs()  # directories as this mount's creates left them
 
     def start_session(self) -> None:
         """Open this mount's session now (errors surface here) and keep it alive.
@@ -111,6 +123,8 @@ class GrpcMeta:
                 log.warning("session heartbeat failed (%s); retrying", exc)
 
     def _call(self, name: str, request: Any, *, lists: bool = False) -> Any:
+        if name not in KEEPS_DIR_ATTRS:
+            self._dirs.clear()
         timeout = self._listing_timeout if lists else self._timeout
         started = time.monotonic()
         self._await_up(name)
@@ -193,7 +207,8 @@ class GrpcMeta:
         return cv.attr_from_pb(reply.attr) if reply.HasField("attr") else None
 
     def getattr(self, inode: InodeId) -> Attr:
-        return self._attr("GetAttr", self._inode(inode))
+        known = self._dirs.get(inode)
+        return known if known is not None else self._attr("GetAttr", self._inode(inode))
 
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         request = pb.SetAttrRequest(
@@ -224,7 +239,10 @@ class GrpcMeta:
         request = pb.CreateRequest(
             volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid
         )
+        generation = self._dirs.generation
         reply = self._call("CreateOpen", request, lists=True)
+        if reply.HasField("parent"):  # the kernel asks for them before the next create
+            self._dirs.remember(cv.attr_from_pb(reply.parent), generation)
         return cv.attr_from_pb(reply.attr), reply.key.decode("utf-8", "surrogateescape")
 
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
@@ -338,8 +356,14 @@ class GrpcMeta:
                 extra=self._session_metadata,
             )  # fmt: skip
             for message in stream:
-                if message.inodes or message.entries or message.lost:
-                    yield cv.invalidation_from_pb(message)
+                if not (message.inodes or message.entries or message.lost):
+                    continue  # a heartbeat
+                changed = cv.invalidation_from_pb(message)
+                if changed.lost:
+                    self._dirs.clear()
+                else:  # before the mount hears of it: its next getattr asks the service
+                    self._dirs.forget([*changed.inodes, *(p for p, _ in changed.entries)])
+                yield changed
         except grpc.RpcError as exc:
             raise rpc_error(exc, "Watch", 0, tls=self._tls) from None
 

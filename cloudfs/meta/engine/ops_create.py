@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import stat
 from dataclasses import replace
+from typing import NamedTuple
 
 from cloudfs.errors import (
     AlreadyExists,
@@ -39,6 +40,14 @@ from cloudfs.meta.engine.ufs_names import check_key
 from cloudfs.types import Attr
 
 SYMLINK_MAX = 4096  # PATH_MAX
+
+
+class Added(NamedTuple):
+    """What a change that adds a name made."""
+
+    attr: Attr  # the new inode's
+    key: str  # its UFS key
+    parent: Attr  # its directory's, once the name was in
 
 
 def _check_free(
@@ -73,10 +82,10 @@ def _insert(
     ino: int,
     also: tuple[bytes, ...] = (),
     listed: tree.Listed = None,
-) -> tuple[Attr, str]:
+) -> Added:
     """Add ``name`` in ``parent`` for the new inode ``ino`` with record ``rec``
-    (``AlreadyExists`` if taken, the store's error if it cannot hold the key); returns
-    its attributes and UFS key. ``also``: keys the caller reads next, fetched with these."""
+    (``AlreadyExists`` if taken, the store's error if it cannot hold the key).
+    ``also``: keys the caller reads next, fetched with these."""
     keys = [codec.reserved_name_key(parent, name), codec.reserved_inode_key(parent)]
     txn.get_many(  # every key read below, in one round trip where the engine is remote
         [
@@ -100,7 +109,7 @@ def _insert(
         tree.touch(txn, parent, now, nlink_delta=1 if tree.is_dir(rec) else 0)
     else:
         tree.touch_lazily(txn, parent, parent_rec, now)
-    return tree.to_attr(ino, rec), key
+    return Added(tree.to_attr(ino, rec), key, tree.to_attr(parent, tree.load(txn, parent)))
 
 
 def _new(
@@ -131,7 +140,7 @@ def _add(
     held_by: str | None = None,
     wait: bool = True,
     listed: tree.Listed = None,
-) -> tuple[Attr, str]:
+) -> Added:
     """A new non-directory, in one transaction and no lock: it waits only while its
     name or directory is reserved by a change in the UFS (``reserve``); without
     ``wait``, ``reserve.Reserved`` is raised instead. ``held_by``: the session that
@@ -140,7 +149,7 @@ def _add(
     ino = ctx.numbers.take(ctx.kv)
     also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
-    def insert(txn: KVTxn) -> tuple[Attr, str]:
+    def insert(txn: KVTxn) -> Added:
         added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino, also, listed)
         if target:
             txn.put(codec.symlink_key(ino), target)
@@ -163,7 +172,7 @@ def create(
     rdev: int,
     listed: tree.Listed = None,
 ) -> Attr:
-    return _create(ctx, parent, name, mode, uid, gid, rdev, listed=listed)[0]
+    return _create(ctx, parent, name, mode, uid, gid, rdev, listed=listed).attr
 
 
 def create_now(
@@ -173,7 +182,7 @@ def create_now(
     directory is due for a listing (``create`` then waits, or lists)."""
     rec = _new(stat.S_IFREG | (mode & 0o7777), uid, gid, ctx.clock())
     try:
-        return _add(ctx, "create", parent, name, rec, wait=False, listed=listed)[0]
+        return _add(ctx, "create", parent, name, rec, wait=False, listed=listed).attr
     except (reserve.Reserved, tree.DueForListing):
         return None
 
@@ -187,9 +196,9 @@ def create_open(
     gid: int,
     session: str,
     listed: tree.Listed = None,
-) -> tuple[Attr, str]:
-    """A regular file held open by ``session`` from the start, and its UFS key: a new
-    file's create, open and object key in one transaction."""
+) -> Added:
+    """A regular file held open by ``session`` from the start: a new file's create,
+    open and object key in one transaction."""
     mode = stat.S_IFREG | (mode & 0o7777)
     return _create(ctx, parent, name, mode, uid, gid, 0, session, listed)
 
@@ -204,7 +213,7 @@ def _create(
     rdev: int,
     held_by: str | None = None,
     listed: tree.Listed = None,
-) -> tuple[Attr, str]:
+) -> Added:
     validate_name(name)
     kind = stat.S_IFMT(mode) or stat.S_IFREG
     if kind in (stat.S_IFDIR, stat.S_IFLNK):
@@ -244,7 +253,7 @@ def mkdir(
         # A directory we just made is empty in the UFS too: it counts as listed.
         rec = _new(stat.S_IFDIR | (mode & 0o7777), uid, gid, now, nlink=2)
         rec = replace(rec, loaded_at_ns=now, ufs=True)
-        return _insert(txn, ctx, "mkdir", parent, name, rec, now, numbers[0])[0]
+        return _insert(txn, ctx, "mkdir", parent, name, rec, now, numbers[0]).attr
 
     return reserve.in_ufs(ctx.kv, ctx.clock, plan, in_store, insert)
 
@@ -266,7 +275,7 @@ def symlink(
     if len(target) >= SYMLINK_MAX:
         raise NameTooLong("symlink target too long")
     rec = _new(stat.S_IFLNK | 0o777, uid, gid, ctx.clock(), size=len(target))
-    return _add(ctx, "symlink", parent, name, rec, target=target, listed=listed)[0]
+    return _add(ctx, "symlink", parent, name, rec, target=target, listed=listed).attr
 
 
 def link(

@@ -34,6 +34,7 @@ import grpc
 
 from cloudfs.errors import FsError, InvalidArgument
 from cloudfs.meta.embedded import EmbeddedMeta
+from cloudfs.meta.engine.ops_create import Added
 from cloudfs.meta.service import changes
 from cloudfs.meta.service.cache_reports import CacheReports
 from cloudfs.meta.service.decoding import decoder, refuse_undecodable
@@ -67,9 +68,12 @@ def _attr(result: Any) -> pb.AttrReply:
     return pb.AttrReply(attr=cv.attr_to_pb(result)) if result is not None else pb.AttrReply()
 
 
-def _created(result: tuple[Any, str]) -> pb.CreatedReply:
-    attr, key = result
-    return pb.CreatedReply(attr=cv.attr_to_pb(attr), key=key.encode("utf-8", "surrogateescape"))
+def _created(added: Added) -> pb.CreatedReply:
+    return pb.CreatedReply(
+        attr=cv.attr_to_pb(added.attr),
+        key=added.key.encode("utf-8", "surrogateescape"),
+        parent=cv.attr_to_pb(added.parent),
+    )
 
 
 def _empty(_: Any) -> pb.Empty:
@@ -185,7 +189,7 @@ SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
     "ReleaseMany": (pb.InodesRequest, _release_many, _empty),
     "CreateOpen": (
         pb.CreateRequest,
-        lambda m, r, s: m.create_open(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s),
+        lambda m, r, s: m.create_open_in(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s),
         _created,
     ),
     "Heartbeat": (
