@@ -179,6 +179,45 @@ def test_a_commit_whose_answer_is_lost_succeeds_once(
     assert get(kv, b"new") == b"v"
 
 
+def test_a_lost_answer_of_an_applied_commit_is_not_run_again_after_its_keys_change(
+    kv: EtcdKV, etcd: EtcdCluster, etcd_prefix: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit was applied, its answer lost, and another client changed a key it wrote
+    before the resend: the resend finds it applied (its marker), so the body is not run a
+    second time on what the other client left (the etcd failover test saw a removal
+    applied twice that way)."""
+    other = EtcdKV(etcd.endpoints, etcd_prefix)
+    with kv.transaction(write=True) as txn:
+        txn.put(b"count", b"1")
+    client = kv._client
+    real = client._send
+    sent: list[str] = []
+
+    def send(index: int, method: str, request: Any) -> Any:
+        sent.append(method)
+        if method == "Txn" and sent.count(method) == 1:  # the commit
+            real(index, method, request)
+            with other.transaction(write=True) as txn:
+                txn.put(b"count", b"other")
+            raise Lost()
+        return real(index, method, request)
+
+    monkeypatch.setattr(client, "_send", send)
+    runs = []
+
+    def bump(txn: Any) -> None:
+        runs.append(txn.get(b"count"))
+        txn.put(b"count", b"2")
+        txn.put(b"bumped", b"yes")
+
+    write_txn(kv, bump)
+    assert runs == [b"1"], runs  # run once: the resend knew it had been applied
+    assert get(kv, b"count") == b"other"
+    with kv.transaction(write=False) as txn:  # the markers stay out of every scan
+        assert [k for k, _ in txn.scan(b"")] == [b"bumped", b"count"]
+    other.close()
+
+
 def test_a_snapshot_compacted_away_is_a_conflict(kv: EtcdKV) -> None:
     put(kv, b"a", b"1")
     with pytest.raises(errors.TxnConflict), kv.transaction(write=False) as txn:

@@ -164,6 +164,15 @@ class EtcdClient:
             f"etcd unreachable at {', '.join(self.endpoints)} ({tries} tries): {text}"
         )
 
+    def call_once(self, method: str, request: Any, timeout: float) -> Any:
+        """One try of ``call`` at the preferred endpoint, within ``timeout`` seconds: for
+        what may be skipped when etcd is away (``RemoteIOError``), such as a clean-up."""
+        member = self._members[self._preferred]
+        try:
+            return getattr(member.kv, method)(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise RemoteIOError(f"etcd {method} at {member.url}: {exc.details()}") from None
+
     def _send(self, index: int, method: str, request: Any) -> Any:
         """One call to endpoint ``index``; raises ``grpc.RpcError``."""
         return getattr(self._members[index].kv, method)(request, timeout=self.timeout)

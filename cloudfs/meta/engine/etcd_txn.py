@@ -18,6 +18,7 @@ from cloudfs.meta.engine.etcd_grpc import OUT_OF_RANGE, EtcdError
 
 KEY_MAX = 511
 PAGE = 1000  # keys per range request of a scan
+MARKERS = b"\xff\xffcommits/"  # under the prefix: the engine's commit markers (kv_etcd); scans skip
 MANY = 128  # range reads per Txn of get_many (etcd's default --max-txn-ops)
 
 MOD, EQUAL, LESS = pb.Compare.MOD, pb.Compare.EQUAL, pb.Compare.LESS
@@ -150,6 +151,7 @@ class EtcdTxn:
         else:
             start = base + prefix
         end = prefix_end(base + prefix)
+        markers = base + MARKERS
         count = 0
         while (limit is None or count < limit) and _before(start, end):
             self._check()
@@ -161,6 +163,8 @@ class EtcdTxn:
             for key, value in self._merged(pairs, start, stop):
                 if limit is not None and count >= limit:
                     return
+                if key.startswith(markers):
+                    continue
                 yield key[len(base) :], value
                 count += 1
             start = stop

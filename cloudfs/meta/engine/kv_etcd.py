@@ -24,13 +24,18 @@ If a compare fails nothing is applied and ``TxnConflict`` (EAGAIN) is raised;
 nothing commits nothing: its snapshot reads were consistent. Repeated reads of
 a key come from the transaction's cache.
 
-A commit that fails after it may have reached etcd (a member died, a timeout)
-is sent again, to the next endpoint, with a failure branch that reads the keys
-it puts: if the compares fail and those keys hold exactly our values at one
-revision after S, the first send was applied and the commit succeeded. A
-commit that only deletes cannot be checked that way: ``RemoteIOError``. (A
-commit whose compares still hold after its own first send, one that read none
-of the keys it writes, may be applied twice: to the same values.)
+Every commit also puts a random id into this engine's *commit marker* for its
+thread (``prefix`` + ``MARKERS`` + the engine's id + the thread's; scans skip
+these keys). A commit that fails after it may have reached etcd (a member
+died, a timeout) is sent again, to the next endpoint, with a failure branch
+that reads that marker: if the compares fail and the marker holds this
+commit's id, the first send was applied and the commit succeeded; otherwise
+it was not, and ``TxnConflict`` lets ``write_txn`` run the body again on what
+holds now. (Checking the written keys' values instead would take a commit
+whose keys another commit changed meanwhile for one never applied, and run
+it a second time: the etcd failover test caught a removal applied twice
+that way.) A commit whose compares still hold after its own first send (one
+that read none of the keys it writes) may be applied twice, to the same values.
 
 Server settings: etcd 3.4's defaults are too small. A tree operation is one
 etcd Txn, and a listing merge (``ufs_sync.merge_listing``) writes all the new
@@ -56,10 +61,12 @@ Keys are at most 511 bytes (the protocol's limit, without ``prefix``).
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -75,7 +82,7 @@ from cloudfs.meta.engine.etcd_grpc import (
     OutcomeUnknown,
 )
 from cloudfs.meta.engine.etcd_lock import EtcdMutex, Fence
-from cloudfs.meta.engine.etcd_txn import EtcdTxn
+from cloudfs.meta.engine.etcd_txn import MARKERS, EtcdTxn, prefix_end
 from cloudfs.meta.engine.etcd_watch import EtcdWatch
 
 log = logging.getLogger(__name__)
@@ -102,6 +109,7 @@ class EtcdKV:
         self.prefix = prefix
         self._client = EtcdClient(endpoints, timeout, retry_for)
         self._fences = threading.local()  # a Fence while this thread holds a mutex
+        self._markers = prefix + MARKERS + uuid.uuid4().hex.encode() + b"/"
         self._closed = False
 
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
@@ -144,8 +152,11 @@ class EtcdKV:
         request = txn.commit_request() if write else None
         if request is None:
             return
+        marker = self._markers + str(threading.get_ident()).encode()
+        commit_id = os.urandom(16)
+        request.success.append(pb.RequestOp(request_put=pb.PutRequest(key=marker, value=commit_id)))
         try:
-            self._commit(request, txn)
+            self._commit(request, marker, commit_id)
         except TxnConflict:
             if fence is not None and not self._still_held(fence):
                 raise RemoteIOError(
@@ -157,8 +168,9 @@ class EtcdKV:
         kvs = self.range(pb.RangeRequest(key=self.prefix + fence.key)).kvs
         return bool(kvs) and kvs[0].mod_revision == fence.mod_revision
 
-    def _commit(self, request: pb.TxnRequest, txn: EtcdTxn) -> None:
-        """Send one commit; see the module docstring for what happens when its fate is unknown."""
+    def _commit(self, request: pb.TxnRequest, marker: bytes, commit_id: bytes) -> None:
+        """Send one commit (which puts ``commit_id`` into ``marker``); see the module
+        docstring for what happens when its fate is unknown."""
         unknown: OutcomeUnknown | None = None
         for send in range(COMMIT_SENDS):
             if send:
@@ -167,21 +179,16 @@ class EtcdKV:
                 answer = self.txn(request, idempotent=False)
             except OutcomeUnknown as exc:
                 unknown = exc
-                puts = [k for k, v in txn.writes.items() if v is not None]
                 del request.failure[:]
-                request.failure.extend(
-                    pb.RequestOp(request_range=pb.RangeRequest(key=k)) for k in puts
-                )
+                request.failure.append(pb.RequestOp(request_range=pb.RangeRequest(key=marker)))
                 continue
             if answer.succeeded:
                 return
             if unknown is None:
                 raise TxnConflict("etcd transaction conflicted")
-            if _applied(answer, txn):
-                return
-            if not request.failure:
-                raise RemoteIOError("etcd commit outcome unknown (a delete-only transaction)")
-            raise TxnConflict("etcd transaction conflicted (after a lost answer)")
+            if _marked(answer, commit_id):
+                return  # the send whose answer was lost was applied
+            raise TxnConflict("etcd transaction conflicted (after a lost answer, not applied)")
         raise RemoteIOError(f"etcd commit outcome unknown after {COMMIT_SENDS} sends") from unknown
 
     def mutex(self, key: bytes) -> EtcdMutex:
@@ -198,23 +205,23 @@ class EtcdKV:
         return EtcdWatch(self._client, self.prefix + key, self.prefix + end, strip=len(self.prefix))
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
+        try:  # this engine's commit markers (a process that died leaves a few small keys)
+            gone = pb.DeleteRangeRequest(key=self._markers, range_end=prefix_end(self._markers))
+            self._client.call_once("DeleteRange", gone, timeout=1.0)
+        except RemoteIOError as exc:
+            log.info("could not delete this engine's commit markers: %s", exc)
         self._client.close()
 
 
-def _applied(answer: pb.TxnResponse, txn: EtcdTxn) -> bool:
-    """Whether the failure branch's reads show every put of ``txn`` applied at one revision."""
-    puts = [v for v in txn.writes.values() if v is not None]
-    responses = answer.responses
-    if not puts or len(responses) != len(puts):
+def _marked(answer: pb.TxnResponse, commit_id: bytes) -> bool:
+    """Whether the failure branch's read shows the marker holding ``commit_id``."""
+    if len(answer.responses) != 1:
         return False
-    revisions = set()
-    for value, response in zip(puts, responses, strict=True):
-        kvs = response.response_range.kvs
-        if len(kvs) != 1 or kvs[0].value != value:
-            return False
-        revisions.add(kvs[0].mod_revision)
-    return len(revisions) == 1 and revisions.pop() > txn.revision
+    kvs = answer.responses[0].response_range.kvs
+    return len(kvs) == 1 and kvs[0].value == commit_id
 
 
 def open_engine(
