@@ -47,6 +47,7 @@ from cloudfs.ufs.interface import ObjectStore
 
 T = TypeVar("T")
 
+
 class TreeDefaults(Protocol):
     """What a tree gives what its UFS listing reveals, and when it lists again: a mount's
     ``MountConfig`` and a tree-service volume's ``VolumeSpec`` both carry these."""
@@ -208,10 +209,10 @@ class EmbeddedMeta:
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
     ) -> tuple[Attr, str]:
         """``session``: the mount holding it, when the tree service serves this tree."""
-        added = self.create_open_in(parent, name, mode, uid, gid, session)
+        added = self.create_open_and_parent(parent, name, mode, uid, gid, session)
         return added.attr, added.key
 
-    def create_open_in(
+    def create_open_and_parent(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, session: str = ""
     ) -> ops_create.Added:
         """``create_open``, and the directory's attributes once the file is in it (the

@@ -38,7 +38,6 @@ class GroupedCalls(Generic[T]):
         self._cond = threading.Condition()
         self._queued: list[_Ticket[T]] = []
         self._sending = False
-        self.requests = 0  # sent so far (for tests and figures)
 
     def call(self, item: T) -> None:
         """Send ``item`` (alone or with others queued meanwhile); raises what its request
@@ -53,7 +52,6 @@ class GroupedCalls(Generic[T]):
                 batch = self._queued[: self._max]
                 del self._queued[: self._max]
                 self._sending = True
-                self.requests += 1
                 self._cond.release()
                 try:
                     error = self._sent(batch)

@@ -41,11 +41,11 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from cloudfs.errors import FsError, NotEmpty, RemoteIOError
-from cloudfs.meta.engine import codec
+from cloudfs.meta.engine import codec, tree
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
 
@@ -102,21 +102,25 @@ def check_empty(txn: KVTxn, dir_ino: int, now: int | None) -> None:
     ``NotEmpty`` if it has a name, ``Reserved`` while a change in flight holds one (a
     mkdir or rename into it has reserved its new name but not yet added it). ``now``
     None: the names only (a commit whose plan's reservations keep new names out)."""
-    if any(True for _ in txn.scan(codec.dentry_prefix(dir_ino), None, 1)):
+    if tree.has_children(txn, dir_ino):
         raise NotEmpty("directory not empty")
     if now is None:
         return
-    prefix = codec.reserved_inode_key(dir_ino)  # the directory's names' keys start with it
-    for key, value in txn.scan(prefix):
-        if len(key) > len(prefix) and _live(value, now):
-            raise Reserved(codec.from_u64(value))
+    for _, until in _held_names(txn, dir_ino, now):
+        raise Reserved(until)
 
 
 def reserved_names(txn: KVTxn, dir_ino: int, now: int) -> set[bytes]:
     """The names of directory ``dir_ino`` that a change in flight holds."""
-    prefix = codec.reserved_inode_key(dir_ino)
-    skip = len(prefix)
-    return {k[skip:] for k, v in txn.scan(prefix) if len(k) > skip and _live(v, now)}
+    return {name for name, _ in _held_names(txn, dir_ino, now)}
+
+
+def _held_names(txn: KVTxn, dir_ino: int, now: int) -> Iterator[tuple[bytes, int]]:
+    """(name, until) of each live reservation of a name in directory ``dir_ino``."""
+    prefix = codec.reserved_inode_key(dir_ino)  # its names' keys start with it
+    for key, value in txn.scan(prefix):
+        if len(key) > len(prefix) and _live(value, now):
+            yield key[len(prefix) :], codec.from_u64(value)
 
 
 def wait_out(fn: Callable[[], T], clock: Callable[[], int]) -> T:

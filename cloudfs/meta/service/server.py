@@ -189,7 +189,9 @@ SESSION_CALLS: dict[str, tuple[Any, SessionCall, Callable[[Any], Any]]] = {
     "ReleaseMany": (pb.InodesRequest, _release_many, _empty),
     "CreateOpen": (
         pb.CreateRequest,
-        lambda m, r, s: m.create_open_in(InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s),
+        lambda m, r, s: m.create_open_and_parent(
+            InodeId(r.parent), r.name, r.mode, r.uid, r.gid, s
+        ),
         _created,
     ),
     "Heartbeat": (
