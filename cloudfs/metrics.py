@@ -181,6 +181,18 @@ class Metrics:
             "because the tree service is unreachable (0: attached)",
             registry=r,
         )
+        self.tree_journaled = Gauge(
+            "cloudfs_tree_journaled_changes",
+            "Namespace changes a write-back mount made while the tree service was "
+            "unreachable, journaled and not yet replayed",
+            registry=r,
+        )
+        self.tree_conflicts = Gauge(
+            "cloudfs_tree_replay_conflicts",
+            "Journaled changes whose replay met a conflict (logged; a create whose name "
+            "was taken lands as NAME.detached-INODE), since the mount started",
+            registry=r,
+        )
         self.peer_group_size = Gauge(
             "cloudfs_peer_group_size",
             "Members of the cache group as this mount sees it now (its ring)",

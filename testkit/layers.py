@@ -198,7 +198,8 @@ ROWS: tuple[Row, ...] = (
         "metadata",
         "cloudfs.meta.service",
         "the tree service's gRPC face (`cloudfs meta serve`): `server.py` (`TreeServer`: "
-        "Meta-, Volume-, CacheGroup-, CacheReportService), `volumes.py` (named trees in one "
+        "Meta-, Volume-, CacheGroup-, CacheReportService), `calls.py` (each MetaService RPC "
+        "as one Meta call), `volumes.py` (named trees in one "
         "engine), `single.py` (a mount's own tree as the only volume), `groups.py`, "
         "`cache_reports.py`, `changes.py` + `change_pump.py` (change feeds, across servers over "
         "etcd), `limits.py` (calls in flight per client), `decoding.py`",
@@ -208,7 +209,9 @@ ROWS: tuple[Row, ...] = (
         "cloudfs.meta.client",
         "the tree service's clients: `grpc_meta.py` (`GrpcMeta`, the Meta protocol over gRPC), "
         "`detached.py` (`DetachedReads`: reads answered from what the mount knows while the "
-        "service is unreachable), "
+        "service is unreachable), `detached_writes.py` + `change_log.py` + `replay.py` + "
+        "`listings.py` (`DetachedWrites`: a write-back mount's changes journaled while it is "
+        "unreachable, replayed in order under reserved inode numbers), "
         "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
         "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
         "`grouped.py` (`GroupedCalls`: calls queued meanwhile sent as one), "

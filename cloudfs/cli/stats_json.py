@@ -45,6 +45,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
     return {
         "mount": dict(snap.facts),
         "tree_detached_seconds": snap.tree_detached_seconds,
+        "tree_journaled_changes": snap.tree_journaled_changes,
         "tiers": tiers,
         "fuse": {
             "ops": {op: _int(n) for op, n in sorted(snap.fuse_ops.items())},

@@ -135,6 +135,7 @@ class Snapshot:
     group: Sequence[MemberRow] = ()  # the cache group's members, as the mount sees them
     gateway: Sequence[OpRow] = ()  # an S3 gateway's operations
     tree_detached_seconds: float = 0.0  # >0: the tree service is unreachable, reads local
+    tree_journaled_changes: float = 0.0  # write-back: changes made detached, not replayed
 
     def capacity(self, tier: str) -> int | None:
         """A tier's size limit: its ``cloudfs_blockcache_capacity_bytes`` gauge, else the
@@ -210,6 +211,7 @@ def parse_snapshot(text: str, facts: Mapping[str, Any], taken_at: float) -> Snap
             ),
         ),
         tree_detached_seconds=total(samples, "cloudfs_tree_detached_seconds"),
+        tree_journaled_changes=total(samples, "cloudfs_tree_journaled_changes"),
         jobs=parse_jobs(samples),
         group=parse_group(samples),
         gateway=parse_gateway(

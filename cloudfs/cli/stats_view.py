@@ -183,6 +183,13 @@ def _mount_lines(snap: Snapshot, interval: Interval) -> list[str]:
         lines.insert(
             1,
             f"DETACHED  the tree service is unreachable ({snap.tree_detached_seconds:.0f} s): "
-            "reads answered from what this mount knows, changes fail with EIO",
+            "reads answered from what this mount knows, changes fail with EIO"
+            " (write-back: journaled)",
+        )
+    if snap.tree_journaled_changes > 0:
+        lines.insert(
+            2 if snap.tree_detached_seconds > 0 else 1,
+            f"JOURNALED {snap.tree_journaled_changes:.0f} tree change(s) made while detached, "
+            "replayed when the tree service is back",
         )
     return lines

@@ -45,6 +45,7 @@ waited for: cut short, it would leave an object under a name no file has.)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import logging
@@ -109,6 +110,7 @@ class _Owed:
     uploading: bool = False
     superseded_by: JournalEntry | None = field(default=None)
     recovered: bool = False
+    put: ObjectInfo | None = None  # what an attempt put whose commit then failed
 
 
 class Uploader:
@@ -198,6 +200,9 @@ class Uploader:
             owed.superseded_by = owed.entry  # its task sees no key and cleans up
         else:
             self._forget_soon(owed.entry)
+            if owed.put is not None:  # nobody may find what it put
+                with contextlib.suppress(RuntimeError):  # no trio run: a leftover object
+                    trio.lowlevel.spawn_system_task(self._drop_put, owed)
         self._poke()
 
     def pending(self, inode: int) -> JournalEntry | None:
@@ -305,7 +310,7 @@ class Uploader:
     async def _upload(self, owed: _Owed) -> None:
         entry = owed.entry
         try:
-            done = await self._attempt(entry, owed.recovered)
+            done = await self._attempt(owed)
         except FsError as exc:
             done = False
             self._failed(owed, exc)
@@ -322,13 +327,17 @@ class Uploader:
         if done or owed.superseded_by is not None:
             if self._owed.get(entry.inode) is owed:
                 del self._owed[entry.inode]
+            await self._drop_put(owed)  # put, then its file went away or newer bytes came
             await self._forget(entry)
         elif self._owed.get(entry.inode) is owed:
             self._schedule(owed)  # after its back-off
         self._poke()
 
-    async def _attempt(self, entry: JournalEntry, recovered: bool) -> bool:
+    async def _attempt(self, owed: _Owed) -> bool:
+        entry, recovered = owed.entry, owed.recovered
         key = await self._sink.key_of(entry.inode)
+        if owed.put is not None and owed.put.key != key:
+            await self._drop_put(owed)  # renamed or unlinked since an attempt put it
         if key is None and recovered:
             log.warning(
                 "the tree does not know inode %d from the journal (lost in a crash?):"
@@ -346,22 +355,39 @@ class Uploader:
             limiter=self._limiter,
             abandon_on_cancel=True,  # the end of the mount (see the module's docstring)
         )
+        owed.put = info  # until committed: removed if its file goes away first
         now_key = await self._sink.key_of(entry.inode)
         if recovered and now_key is None:
             now_key = key
         if now_key != key:  # renamed or unlinked while the put ran
             if now_key is None:
                 await trio.to_thread.run_sync(self._store.delete, key, limiter=self._limiter)
+                owed.put = None
                 return True
             info = await trio.to_thread.run_sync(  # only the bytes put (see ObjectStore.rename)
                 self._store.rename, key, now_key, info.etag, limiter=self._limiter
             )
+            owed.put = info
         if self._superseded(entry):
             return True  # newer bytes are owed: they will be committed instead
         await self._sink.uploaded(entry, info)
+        owed.put = None
         self._metrics.writeback_uploads.labels("ok").inc()
         self._metrics.writeback_uploaded_bytes.inc(entry.size)
         return True
+
+    async def _drop_put(self, owed: _Owed) -> None:
+        """Delete what an earlier attempt put and did not commit, if it is still there
+        (another file may have been put under that name since)."""
+        put, owed.put = owed.put, None
+        if put is None or not put.key:
+            return
+        try:
+            now = await trio.to_thread.run_sync(self._store.head, put.key, limiter=self._limiter)
+            if now.etag == put.etag:
+                await trio.to_thread.run_sync(self._store.delete, put.key, limiter=self._limiter)
+        except FsError as exc:
+            log.info("left %s, put by an upload whose file went away: %s", put.key, exc)
 
     def _superseded(self, entry: JournalEntry) -> bool:
         owed = self._owed.get(entry.inode)

@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from cloudfs.errors import InvalidArgument
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.engine import (
+    inode_numbers,
     ops_attr,
     ops_create,
     ops_read,
@@ -36,6 +38,7 @@ from cloudfs.meta.engine import (
 )
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVEngine
+from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.meta.engine.loader import DirectoryLoader
 from cloudfs.meta.engine.names import validate_name
 from cloudfs.meta.engine.ns_lock import Mutex, NamespaceLock
@@ -46,6 +49,7 @@ from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 from cloudfs.ufs.interface import ObjectStore
 
 T = TypeVar("T")
+MAX_RESERVED_INODES = 4096  # per reserve_inodes call
 
 
 class TreeDefaults(Protocol):
@@ -230,6 +234,24 @@ class EmbeddedMeta:
         return self._listed_first(
             parent,
             lambda listed: ops_create.mkdir(self._ctx, parent, name, mode, uid, gid, listed),
+        )
+
+    def reserve_inodes(self, count: int) -> int:
+        """``count`` inode numbers no create will pick, for ``create_at``; the first."""
+        if not 0 < count <= MAX_RESERVED_INODES:
+            raise InvalidArgument(f"reserve {count} inodes (1 to {MAX_RESERVED_INODES})")
+        return write_txn(self._ctx.kv, lambda txn: inode_numbers.reserve(txn, count))
+
+    def create_at(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, inode: InodeId
+    ) -> Attr:
+        """A file or directory (by ``mode``) under ``inode``, reserved by ``reserve_inodes``."""
+        validate_name(name)
+        return self._listed_first(
+            parent,
+            lambda listed: ops_create.create_at(
+                self._ctx, parent, name, mode, uid, gid, inode, listed
+            ),
         )
 
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:

@@ -33,7 +33,9 @@ from cloudfs.fuse.invalidator import Invalidator
 from cloudfs.fuse.operations import CloudFsOperations
 from cloudfs.lib.endpoints import serve_metrics
 from cloudfs.meta.client.cache_reports import CacheReportClient
+from cloudfs.meta.client.change_log import ChangeLog
 from cloudfs.meta.client.detached import DetachedReads
+from cloudfs.meta.client.detached_writes import DetachedWrites
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.tree_uri import TreeUri, is_tree_uri, parse_tree_uri
 from cloudfs.meta.client.volumes import VolumeClient
@@ -51,6 +53,8 @@ from cloudfs.ufs.metered import MeteredObjectStore
 from cloudfs.vfs.core import Vfs
 
 log = logging.getLogger(__name__)
+
+TREE_CHANGES_LOG = "tree-changes.log"  # under the staging root, beside the write-back journal
 
 # At unmount, how long blocks fetched but not yet written to the disk tier may take.
 DISK_DRAIN_SECONDS = 10.0
@@ -96,7 +100,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         data_uri = _volume_ufs(tree, config)
         store = MeteredObjectStore(open_store(data_uri, config.s3), metrics)
         store.check()
-        meta = _tree_session(tree, config, stack, metrics)
+        meta = _tree_session(tree, config, stack, metrics, staging_root)
     else:
         data_uri = config.ufs_uri
         store = MeteredObjectStore(open_store(config.ufs_uri, config.s3), metrics)
@@ -112,7 +116,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
     group = mount_group(config, data_uri, store, (memory, disk), metrics)
     stack.callback(group.close)  # leaves the group before the tree session ends
     starts: list[Callable[[], None]] = [group.start]
-    if isinstance(meta, DetachedReads):  # tell the tree service what this node caches
+    if isinstance(meta, DetachedReads | DetachedWrites):  # what this node caches, for the tree
         reporter = _cache_reporter(config, meta.session, (memory, disk))
         stack.callback(reporter.close)
         starts.append(reporter.start)
@@ -244,22 +248,29 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
 
 
 def _tree_session(
-    tree: TreeUri, config: MountConfig, stack: ExitStack, metrics: Metrics
-) -> DetachedReads:
+    tree: TreeUri, config: MountConfig, stack: ExitStack, metrics: Metrics, staging_root: str
+) -> DetachedReads | DetachedWrites:
     """A session with the tree service for ``tree``'s volume, ended by ``stack``; its reads
-    outlive an outage of the service (``detached.py``, the ``tree_detached`` gauge)."""
-    grpc_meta = DetachedReads(
-        GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
-    )
+    outlive an outage of the service (``detached.py``, the ``tree_detached`` gauge), and in
+    write-back so do its changes (``detached_writes.py``: journaled under ``staging_root``,
+    replayed when the service is back)."""
+    grpc = GrpcMeta(tree.address, tree.volume, token=config.tree_token, tls=config.tls)
+    reads = DetachedReads(grpc)
     metrics.tree_detached.set_function(
-        lambda: time.time() - since if (since := grpc_meta.detached_since) else 0.0
+        lambda: time.time() - since if (since := reads.detached_since) else 0.0
     )
-    stack.callback(grpc_meta.close)
+    meta: DetachedReads | DetachedWrites = reads
+    if config.write.mode == "back" and not config.read_only:
+        journal = ChangeLog(os.path.join(staging_root, TREE_CHANGES_LOG))
+        meta = writes = DetachedWrites(reads, grpc, journal)
+        metrics.tree_journaled.set_function(lambda: writes.journaled)
+        metrics.tree_conflicts.set_function(lambda: writes.conflicts)
+    stack.callback(meta.close)
     try:
-        grpc_meta.start_session()
+        meta.start_session()
     except FsError as e:
         raise StartupError(f"cannot mount {tree.normalized}: {e}") from None
-    return grpc_meta
+    return meta
 
 
 def _cache_reporter(

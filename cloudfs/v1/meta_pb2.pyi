@@ -157,7 +157,7 @@ class ReadDirReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("volume", "parent", "name", "mode", "uid", "gid", "rdev")
+    __slots__ = ("volume", "parent", "name", "mode", "uid", "gid", "rdev", "inode")
     VOLUME_FIELD_NUMBER: _ClassVar[int]
     PARENT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class CreateRequest(_message.Message):
     UID_FIELD_NUMBER: _ClassVar[int]
     GID_FIELD_NUMBER: _ClassVar[int]
     RDEV_FIELD_NUMBER: _ClassVar[int]
+    INODE_FIELD_NUMBER: _ClassVar[int]
     volume: str
     parent: int
     name: bytes
@@ -172,7 +173,22 @@ class CreateRequest(_message.Message):
     uid: int
     gid: int
     rdev: int
-    def __init__(self, volume: _Optional[str] = ..., parent: _Optional[int] = ..., name: _Optional[bytes] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., rdev: _Optional[int] = ...) -> None: ...
+    inode: int
+    def __init__(self, volume: _Optional[str] = ..., parent: _Optional[int] = ..., name: _Optional[bytes] = ..., mode: _Optional[int] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., rdev: _Optional[int] = ..., inode: _Optional[int] = ...) -> None: ...
+
+class ReserveInodesRequest(_message.Message):
+    __slots__ = ("volume", "count")
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    volume: str
+    count: int
+    def __init__(self, volume: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ReserveInodesReply(_message.Message):
+    __slots__ = ("first",)
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    def __init__(self, first: _Optional[int] = ...) -> None: ...
 
 class SymlinkRequest(_message.Message):
     __slots__ = ("volume", "parent", "name", "target", "uid", "gid")

@@ -74,6 +74,16 @@ class MetaServiceStub:
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
                 response_deserializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
                 _registered_method=True)
+        self.ReserveInodes = channel.unary_unary(
+                '/cloudfs.v1.MetaService/ReserveInodes',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.ReserveInodesRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.ReserveInodesReply.FromString,
+                _registered_method=True)
+        self.CreateAt = channel.unary_unary(
+                '/cloudfs.v1.MetaService/CreateAt',
+                request_serializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
+                response_deserializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
+                _registered_method=True)
         self.Symlink = channel.unary_unary(
                 '/cloudfs.v1.MetaService/Symlink',
                 request_serializer=cloudfs_dot_v1_dot_meta__pb2.SymlinkRequest.SerializeToString,
@@ -231,6 +241,23 @@ class MetaServiceServicer:
 
     def Mkdir(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReserveInodes(self, request, context):
+        """Inode numbers no create will pick, for the caller to give CreateAt later: a mount
+        that lost the service names its new files and directories with them, and replays
+        each as a CreateAt when the service is back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAt(self, request, context):
+        """A regular file or a directory (by mode) under the number the request names, which
+        must be one ReserveInodes gave and no inode has: ALREADY_EXISTS if it has one.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -411,6 +438,16 @@ def add_MetaServiceServicer_to_server(servicer, server):
             ),
             'Mkdir': grpc.unary_unary_rpc_method_handler(
                     servicer.Mkdir,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.SerializeToString,
+            ),
+            'ReserveInodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReserveInodes,
+                    request_deserializer=cloudfs_dot_v1_dot_meta__pb2.ReserveInodesRequest.FromString,
+                    response_serializer=cloudfs_dot_v1_dot_meta__pb2.ReserveInodesReply.SerializeToString,
+            ),
+            'CreateAt': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAt,
                     request_deserializer=cloudfs_dot_v1_dot_meta__pb2.CreateRequest.FromString,
                     response_serializer=cloudfs_dot_v1_dot_meta__pb2.AttrReply.SerializeToString,
             ),
@@ -734,6 +771,60 @@ class MetaService:
             request,
             target,
             '/cloudfs.v1.MetaService/Mkdir',
+            cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReserveInodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/ReserveInodes',
+            cloudfs_dot_v1_dot_meta__pb2.ReserveInodesRequest.SerializeToString,
+            cloudfs_dot_v1_dot_meta__pb2.ReserveInodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cloudfs.v1.MetaService/CreateAt',
             cloudfs_dot_v1_dot_meta__pb2.CreateRequest.SerializeToString,
             cloudfs_dot_v1_dot_meta__pb2.AttrReply.FromString,
             options,

@@ -183,6 +183,9 @@ def writer_loop(
     stop: threading.Event,
 ) -> None:
     """A checkpoint every ``interval`` seconds under ``root``/ckpt, until ``stop``."""
+    # A trainer lists its checkpoints first, to resume from the latest; the listing also
+    # tells the mount which names are free, so it can create them while the tree is away.
+    os.listdir(root / "ckpt")
     rng = random.Random(seed)
     step = 0
     while not stop.wait(interval):

@@ -84,6 +84,7 @@ class DetachedReads:
         self._detached_since: float | None = None  # time.time() when it detached
         self._closed = threading.Event()
         self._answered = 0  # reads answered while detached (this outage)
+        self.on_attached: list[Callable[[], None]] = []  # called when it is back
 
     # -- the session, as GrpcMeta's ------------------------------------------------
 
@@ -142,6 +143,8 @@ class DetachedReads:
             )  # fmt: skip
             if self._on_detached is not None:
                 self._on_detached(False)
+            for hook in self.on_attached:
+                hook()
             return
 
     # -- what it remembers -----------------------------------------------------------
@@ -171,6 +174,12 @@ class DetachedReads:
                 self._known.move_to_end(key)
                 self._answered += 1
             return value
+
+    def forget(
+        self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
+    ) -> None:
+        """Drop what a change made elsewhere (a replayed create) makes stale."""
+        self._forget(inodes, entries)
 
     def _forget(
         self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
@@ -217,21 +226,39 @@ class DetachedReads:
         call: Callable[[], T],
         inodes: tuple[InodeId, ...] = (),
         entries: tuple[tuple[InodeId, bytes], ...] = (),
+        learn: Callable[[T], None] | None = None,
     ) -> T:
         """A change goes to the service (waiting up to its reconnect bound); what it
-        touches is forgotten whether or not it was made."""
+        touches is forgotten whether or not it was made, then ``learn`` remembers what
+        its answer says."""
         try:
-            return call()
+            result = call()
         except TreeUnreachable as exc:
             self._detach(exc)
             raise
         finally:
             self._forget(inodes, entries)
+        if learn is not None:
+            learn(result)
+        return result
+
+    def _learn_attr(self, attr: Attr) -> None:
+        self._remember(("getattr", attr.inode), attr)
+
+    def _learn_name(self, parent: InodeId, name: bytes) -> Callable[[Attr], None]:
+        def learn(attr: Attr) -> None:
+            self._remember(("lookup", parent, name), attr)
+            self._remember(("getattr", attr.inode), attr)
+
+        return learn
 
     # -- reads -----------------------------------------------------------------------
 
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
         attr = self._read(("lookup", parent, name), lambda: self._tree.lookup(parent, name))
+        if self._detached_since is not None:  # its attributes as this mount last saw them
+            newer = self._recall(("getattr", attr.inode))
+            return newer if isinstance(newer, Attr) else attr
         self._remember(("getattr", attr.inode), attr)
         return attr
 
@@ -306,13 +333,18 @@ class DetachedReads:
     # -- changes ---------------------------------------------------------------------
 
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
-        return self._change(lambda: self._tree.setattr(inode, changes), (inode,))
+        return self._change(
+            lambda: self._tree.setattr(inode, changes), (inode,), learn=self._learn_attr
+        )
 
     def create(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, rdev: int = 0
     ) -> Attr:
         return self._change(
-            lambda: self._tree.create(parent, name, mode, uid, gid, rdev), (), ((parent, name),)
+            lambda: self._tree.create(parent, name, mode, uid, gid, rdev),
+            (),
+            ((parent, name),),
+            self._learn_name(parent, name),
         )
 
     def create_if_ready(
@@ -323,13 +355,26 @@ class DetachedReads:
     def create_open(
         self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int
     ) -> tuple[Attr, str]:
+        def learn(made: tuple[Attr, str]) -> None:
+            attr, key = made
+            self._learn_name(parent, name)(attr)
+            self._remember(("object_key", attr.inode), key)
+            # the directory's key, which a create while detached builds on
+            self._remember(("object_key", parent), key.rpartition("/")[0])
+
         return self._change(
-            lambda: self._tree.create_open(parent, name, mode, uid, gid), (), ((parent, name),)
+            lambda: self._tree.create_open(parent, name, mode, uid, gid),
+            (),
+            ((parent, name),),
+            learn,
         )
 
     def mkdir(self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int) -> Attr:
         return self._change(
-            lambda: self._tree.mkdir(parent, name, mode, uid, gid), (), ((parent, name),)
+            lambda: self._tree.mkdir(parent, name, mode, uid, gid),
+            (),
+            ((parent, name),),
+            self._learn_name(parent, name),
         )
 
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
@@ -371,8 +416,14 @@ class DetachedReads:
         self, inode: InodeId, size: int, mtime_ns: int, etag: str, key: str | None = None
     ) -> Attr:
         return self._change(
-            lambda: self._tree.commit_upload(inode, size, mtime_ns, etag, key), (inode,)
+            lambda: self._tree.commit_upload(inode, size, mtime_ns, etag, key),
+            (inode,),
+            learn=self._learn_attr,
         )
 
     def commit_pending(self, inode: InodeId, size: int, mtime_ns: int) -> Attr:
-        return self._change(lambda: self._tree.commit_pending(inode, size, mtime_ns), (inode,))
+        return self._change(
+            lambda: self._tree.commit_pending(inode, size, mtime_ns),
+            (inode,),
+            learn=self._learn_attr,
+        )

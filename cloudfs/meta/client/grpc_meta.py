@@ -251,6 +251,24 @@ class GrpcMeta:
         )
         return self._attr("Mkdir", request, lists=True)
 
+    def reserve_inodes(self, count: int) -> int:
+        """``count`` inode numbers for ``create_at``; the first."""
+        reply = self._call(
+            "ReserveInodes", pb.ReserveInodesRequest(volume=self._volume, count=count)
+        )
+        first: int = reply.first
+        return first
+
+    def create_at(
+        self, parent: InodeId, name: bytes, mode: int, uid: int, gid: int, inode: InodeId
+    ) -> Attr:
+        """A file or directory (by ``mode``) under ``inode``, from ``reserve_inodes``."""
+        request = pb.CreateRequest(
+            volume=self._volume, parent=parent, name=name, mode=mode, uid=uid, gid=gid,
+            inode=inode,
+        )  # fmt: skip
+        return self._attr("CreateAt", request, lists=True)
+
     def symlink(self, parent: InodeId, name: bytes, target: bytes, uid: int, gid: int) -> Attr:
         request = pb.SymlinkRequest(
             volume=self._volume, parent=parent, name=name, target=target, uid=uid, gid=gid

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+from cloudfs.errors import AlreadyExists, InvalidArgument
 from cloudfs.meta.engine import codec
 from cloudfs.meta.engine.kv import KVEngine, KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
@@ -28,6 +29,17 @@ def reserve(txn: KVTxn, count: int) -> int:
     first = FIRST_FREE_INODE if data is None else codec.from_u64(data)
     txn.put(codec.NEXT_INODE_KEY, codec.u64(first + count))
     return first
+
+
+def check_reserved(txn: KVTxn, number: int) -> None:
+    """Refuse ``number`` for a new inode unless a ``reserve`` handed it out and no inode
+    has it (``CreateAt``: a number a mount reserved earlier)."""
+    data = txn.get(codec.NEXT_INODE_KEY)
+    end = FIRST_FREE_INODE if data is None else codec.from_u64(data)
+    if not FIRST_FREE_INODE <= number < end:
+        raise InvalidArgument(f"inode {number} was never reserved")
+    if txn.get(codec.inode_key(number)) is not None:
+        raise AlreadyExists(f"inode {number} exists")
 
 
 class InodeNumbers:

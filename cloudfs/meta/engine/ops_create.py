@@ -29,7 +29,7 @@ from cloudfs.errors import (
     NotFound,
     NotPermitted,
 )
-from cloudfs.meta.engine import codec, ops_attr, reserve, tree
+from cloudfs.meta.engine import codec, inode_numbers, ops_attr, reserve, tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
@@ -140,16 +140,20 @@ def _add(
     held_by: str | None = None,
     wait: bool = True,
     listed: tree.Listed = None,
+    reserved: int = 0,
 ) -> Added:
     """A new non-directory, in one transaction and no lock: it waits only while its
     name or directory is reserved by a change in the UFS (``reserve``); without
     ``wait``, ``reserve.Reserved`` is raised instead. ``held_by``: the session that
     holds it open from the start ("" in an embedded tree). ``listed``: raise
-    ``tree.DueForListing`` if it says the directory is due for a listing."""
-    ino = ctx.numbers.take(ctx.kv)
+    ``tree.DueForListing`` if it says the directory is due for a listing.
+    ``reserved``: its inode number, reserved earlier (``create_at``); 0: a new one."""
+    ino = reserved or ctx.numbers.take(ctx.kv)
     also = () if held_by is None else tuple(ops_attr.open_keys(ino, held_by))
 
     def insert(txn: KVTxn) -> Added:
+        if reserved:
+            inode_numbers.check_reserved(txn, reserved)
         added = _insert(txn, ctx, op, parent, name, rec, rec.ctime_ns, ino, also, listed)
         if target:
             txn.put(codec.symlink_key(ino), target)
@@ -224,6 +228,26 @@ def _create(
     return _add(ctx, op, parent, name, rec, held_by=held_by, listed=listed)
 
 
+def create_at(
+    ctx: TreeContext,
+    parent: int,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    reserved: int,
+    listed: tree.Listed = None,
+) -> Attr:
+    """A regular file or a directory (by ``mode``) under the inode number ``reserved``,
+    which a ``ReserveInodes`` gave and no inode has (``AlreadyExists`` if one has): a
+    create a mount journaled while the tree service was away, replayed."""
+    validate_name(name)
+    if stat.S_ISDIR(mode):
+        return mkdir(ctx, parent, name, mode, uid, gid, listed, reserved=reserved)
+    rec = _new(stat.S_IFREG | (mode & 0o7777), uid, gid, ctx.clock())
+    return _add(ctx, "create", parent, name, rec, listed=listed, reserved=reserved).attr
+
+
 def mkdir(
     ctx: TreeContext,
     parent: int,
@@ -232,8 +256,11 @@ def mkdir(
     uid: int,
     gid: int,
     listed: tree.Listed = None,
+    *,
+    reserved: int = 0,
 ) -> Attr:
-    """The marker first, then the tree; the name is reserved meanwhile (``reserve``)."""
+    """The marker first, then the tree; the name is reserved meanwhile (``reserve``).
+    ``reserved``: its inode number, reserved earlier (``create_at``)."""
     validate_name(name)
 
     def plan(txn: KVTxn) -> tuple[str, list[bytes]]:
@@ -246,9 +273,11 @@ def mkdir(
     def in_store(key: str) -> None:
         check_key(ctx.store, "mkdir", key, directory=True)
         call_store(ctx.store.make_dir, key)
-        numbers.append(ctx.numbers.take(ctx.kv))
+        numbers.append(reserved or ctx.numbers.take(ctx.kv))
 
     def insert(txn: KVTxn, key: str) -> Attr:
+        if reserved:
+            inode_numbers.check_reserved(txn, reserved)
         now = ctx.clock()
         # A directory we just made is empty in the UFS too: it counts as listed.
         rec = _new(stat.S_IFDIR | (mode & 0o7777), uid, gid, now, nlink=2)

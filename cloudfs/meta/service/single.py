@@ -53,7 +53,7 @@ LOCAL_VOLUME = "local"
 CHANGING_RPCS = frozenset(
     {
         "SetAttr", "Create", "CreateOpen", "Mkdir", "Symlink", "Link", "Unlink", "Rmdir",
-        "Rename",
+        "Rename", "ReserveInodes", "CreateAt",
         "SetXattr", "RemoveXattr", "CommitUpload", "CommitPending",
     }
 )  # fmt: skip

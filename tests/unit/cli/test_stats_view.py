@@ -280,7 +280,7 @@ def test_the_json_snapshot_shape() -> None:
     doc = json.loads(json.dumps(snapshot_json(_snapshot(m, 0.0))))
     assert set(doc) == {
         "mount", "tiers", "fuse", "ufs", "prefetch", "writeback", "jobs", "finished_jobs",
-        "group", "gateway", "tree_detached_seconds",
+        "group", "gateway", "tree_detached_seconds", "tree_journaled_changes",
     }  # fmt: skip
     assert doc["mount"] == FACTS
     assert doc["tree_detached_seconds"] == 0.0
@@ -371,13 +371,16 @@ def test_a_detached_mount_says_so_under_its_first_line() -> None:
     m = Metrics()
     _workload(m)
     m.tree_detached.set(95)
+    m.tree_journaled.set(7)
     snap = _snapshot(m, 10.0)
     lines = render(snap, Interval.between(snap, snap))
     assert lines[1] == (
         "DETACHED  the tree service is unreachable (95 s): reads answered from what this "
-        "mount knows, changes fail with EIO"
+        "mount knows, changes fail with EIO (write-back: journaled)"
     )
+    assert lines[2].startswith("JOURNALED 7 tree change(s) made while detached")
     assert snapshot_json(snap)["tree_detached_seconds"] == 95
+    assert snapshot_json(snap)["tree_journaled_changes"] == 7
 
 
 def test_render_keeps_the_top_ops_and_copes_with_an_idle_mount() -> None:
