@@ -17,7 +17,8 @@ reconnect wait), the mount runs *detached*:
   open for writing fails with EIO at once, not at a close whose error a writer
   may ignore;
 * changes still go to the service: each waits up to the reconnect bound and
-  then fails with EIO (write-back keeps the bytes in its journal).
+  then fails with EIO; a write-back mount wraps this class in ``DetachedWrites``
+  (``detached_writes.py``), which journals them instead.
 
 A probe asks every ``probe_seconds`` whether the service connects again; once a
 heartbeat (which renews or reopens the session) passes, the mount is attached
@@ -118,7 +119,8 @@ class DetachedReads:
             known = self._size
         log.warning(
             "tree service unreachable (%s): running detached, reads answered from the %d "
-            "entries this mount knows; changes fail with EIO until it is back",
+            "entries this mount knows; changes fail with EIO until it is back (journaled "
+            "in write-back)",
             why, known,
         )  # fmt: skip
         if self._on_detached is not None:
