@@ -179,14 +179,16 @@ class DetachedWrites:
         return self._reads.getattr(inode)
 
     def readdir(self, inode: InodeId, after: bytes | None, limit: int) -> list[DirEntry]:
-        names = self._listings.names(inode)
-        if names is not None and (self._reads.detached_since is not None or self._log.pending):
-            return [
-                DirEntry(n, self.lookup(inode, n)) for n in names if after is None or n > after
-            ][:limit]
+        names = self._listings.names(inode) if self._changed_in(inode) else None
+        if names is not None:  # the journal changed it: its names as this mount knows them
+            wanted = [n for n in names if after is None or n > after][:limit]
+            return [DirEntry(n, self.lookup(inode, n)) for n in wanted]
         entries = self._reads.readdir(inode, after, limit)
         self._listings.page(inode, after, limit, [e.name for e in entries])
         return [replace(e, attr=self._overlaid(e.attr)) for e in entries]
+
+    def _changed_in(self, parent: InodeId) -> bool:
+        return any(p == parent for p, _ in list(self._names))
 
     def readlink(self, inode: InodeId) -> bytes:
         return self._reads.readlink(inode)
@@ -210,8 +212,11 @@ class DetachedWrites:
         return child_key(self._keys.get(parent) or self._reads.object_key(parent), name)
 
     def open(self, inode: InodeId, *, write: bool = False) -> Attr:
-        if inode in self._attrs or (write and self._reads.detached_since is not None):
-            attr = self.getattr(inode)  # known to this mount, or EIO
+        """An open answered here (detached, or of a file the journal touched) is counted
+        here, and so is its release: the tree never counted it."""
+        if inode in self._attrs or self._reads.detached_since is not None:
+            known = write or inode in self._attrs  # then known to this mount, or EIO
+            attr = self.getattr(inode) if known else self._reads.open(inode)
             self._local_opens[inode] += 1
             return attr
         return self._overlaid(self._reads.open(inode, write=write))
@@ -271,6 +276,8 @@ class DetachedWrites:
         self._listings.added(parent, name)
         if directory:
             self._listings.made(attr.inode)
+        else:
+            self._local_opens[attr.inode] += 1  # held by its creator, as CreateOpen would
         return attr, key
 
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
