@@ -52,7 +52,7 @@ from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
 
 log = logging.getLogger(__name__)
 
-RESERVE = 256  # inode numbers reserved at a time
+RESERVE = 4096  # inode numbers reserved at a time: new names a mount can make detached
 T = TypeVar("T")
 Entry = tuple[InodeId, bytes]
 
