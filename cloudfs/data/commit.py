@@ -17,6 +17,7 @@ file to ``uploaded_behind`` (its reads move to the new object).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -67,10 +68,12 @@ class Committer:
         uploader = self.uploader
         return uploader is not None and (self.write_back or uploader.pending(inode) is not None)
 
-    async def key_of(self, inode: int) -> str | None:
-        """The file's UFS key now; ``None`` if it has no name left (``UploadSink``)."""
+    async def key_of(self, inode: int, *, upload: bool = True) -> str | None:
+        """The file's UFS key now; ``None`` if it has no name left (``UploadSink``: for an
+        upload; ``upload=False``: a close's key, which only advises the upload)."""
+        get = functools.partial(self._meta.object_key, upload=upload)
         try:
-            key: str = await self._read(self._meta.object_key, InodeId(inode))
+            key: str = await self._read(get, InodeId(inode))
         except NotFound:
             return None
         return key

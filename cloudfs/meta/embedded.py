@@ -310,7 +310,7 @@ class EmbeddedMeta:
     def statfs(self) -> FsStats:
         return ops_read.statfs(self._ctx)
 
-    def object_key(self, inode: InodeId) -> str:
+    def object_key(self, inode: InodeId, *, upload: bool = False) -> str:
         return ops_read.object_key(self._ctx, inode)
 
     def open(self, inode: InodeId, session: str = "", *, write: bool = False) -> Attr:

@@ -171,10 +171,12 @@ class Meta(Protocol):
         """
         ...
 
-    def object_key(self, inode: InodeId) -> str:
+    def object_key(self, inode: InodeId, *, upload: bool = False) -> str:
         """The UFS key that holds (or will hold) a regular file's bytes: its path.
 
-        ``NotFound`` for an inode with no name left (unlinked).
+        ``NotFound`` for an inode with no name left (unlinked). ``upload``: bytes are
+        about to be put there; a mount whose tree does not know the name yet (a create
+        journaled while the tree service was away) refuses with ``TreeUnreachable``.
         """
         ...
 

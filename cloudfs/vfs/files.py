@@ -39,7 +39,7 @@ from cloudfs.data.reader import ObjectReader, ReadCursor
 from cloudfs.data.space import StagingSpace
 from cloudfs.data.staging import StagedFile
 from cloudfs.data.uploader import Uploader
-from cloudfs.errors import IsADirectory, ReadOnly, TreeUnreachable
+from cloudfs.errors import IsADirectory, ReadOnly
 from cloudfs.meta.interface import Meta
 from cloudfs.types import Attr, HandleId, InodeId
 from cloudfs.ufs.interface import ObjectStore
@@ -394,7 +394,7 @@ class FileIO:
         if oi.key is not None and oi.key_generation == self._generation:
             key: str | None = oi.key  # a new file's, from create_open: nothing moved it here
         else:
-            key = await self._key_at_close(oi)
+            key = await self.committer.key_of(oi.inode, upload=False)
         if key is None:
             oi.unlinked = True  # the last name went away meanwhile
             return
@@ -409,14 +409,6 @@ class FileIO:
         moved = lambda: generation != self._generation  # noqa: E731
         if not await self.committer.upload(oi.inode, staged, key, size, mtime_ns, moved):
             oi.unlinked = True
-
-    async def _key_at_close(self, oi: OpenInode) -> str | None:
-        try:
-            return await self.committer.key_of(oi.inode)
-        except TreeUnreachable:
-            if oi.key is None or not self.committer.journaled(oi.inode):
-                raise
-            return oi.key  # write-back: the key is advice, the uploader asks the tree again
 
     def _uploaded_behind(self, inode: InodeId) -> None:
         oi = self._open.get(inode)

@@ -21,16 +21,13 @@ reconnect wait), the mount runs *detached*:
   (``detached_writes.py``), which journals them instead.
 
 A probe asks every ``probe_seconds`` whether the service connects again; once a
-heartbeat (which renews or reopens the session) passes, the mount is attached
-again. Detached is logged once when it starts and once when it ends, shown by
-``detached_since`` (``cloudfs stats``) and the ``cloudfs_tree_detached`` gauge.
+heartbeat passes, the mount is attached again (logged, as the detach is;
+``detached_since``, the ``cloudfs_tree_detached`` gauge).
 
-What is remembered serves only while detached: it is the last answer the
-service gave to each read, so it is as fresh as the outage is short. The
-mount's own changes drop what they touch; other mounts' changes are not
-dropped on their invalidations (a listing of the UFS sends them for every
-directory it fills, which would empty the memory of what was just read), and
-are seen at the next read while attached.
+What is remembered serves only while detached: the last answer to each read
+(as fresh as the outage is short), updated by the mount's own changes. Other
+mounts' invalidations drop nothing (a UFS listing sends them for every
+directory it fills); their changes are seen at the next read while attached.
 """
 
 from __future__ import annotations
@@ -187,15 +184,29 @@ class DetachedReads:
         self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
     ) -> None:
         """Drop what the change of ``inodes`` (attributes, xattrs, listings) and of the
-        names ``entries`` (and so their parents' listings and times) makes stale."""
+        names ``entries`` (and so their parents' listings) makes stale."""
         with self._lock:
-            for inode in (*inodes, *(parent for parent, _ in entries)):
-                for kind in ("getattr", "readlink", "listxattr", "object_key"):
+            for inode in inodes:  # keys change only by rename and unlink (which drop them)
+                for kind in ("getattr", "readlink", "listxattr"):
                     self._drop((kind, inode))
+            # A directory's own attributes are kept (only its times and link count moved):
+            # the kernel asks for them before every change in it.
+            for inode in (*inodes, *(parent for parent, _ in entries)):
                 for key in self._by_inode.pop(inode, set()):
                     self._drop(key)
             for parent, name in entries:
                 self._drop(("lookup", parent, name))
+
+    def _forget_keys(self, moved: object) -> None:
+        """Before a rename of ``moved`` (what a lookup of it gave): a file's key is its
+        own; a directory's move (or an unknown one's) changes every key below it."""
+        with self._lock:
+            if isinstance(moved, Attr) and not moved.is_dir:
+                stale = [("object_key", moved.inode)]
+            else:
+                stale = [k for k in self._known if k[0] == "object_key"]
+            for key in stale:
+                self._drop(key)
 
     def _read(self, key: Key, call: Callable[[], T]) -> T:
         if self._detached_since is None:
@@ -302,7 +313,7 @@ class DetachedReads:
     def statfs(self) -> FsStats:
         return self._read(("statfs",), self._tree.statfs)
 
-    def object_key(self, inode: InodeId) -> str:
+    def object_key(self, inode: InodeId, *, upload: bool = False) -> str:
         return self._read(("object_key", inode), lambda: self._tree.object_key(inode))
 
     def open(self, inode: InodeId, *, write: bool = False) -> Attr:
@@ -394,6 +405,8 @@ class DetachedReads:
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         attr = self._change(lambda: self._tree.unlink(parent, name), (), ((parent, name),))
         self._forget((attr.inode,), ())
+        self._forget_keys(attr)
+        self._remember(("lookup", parent, name), NotFound(f"{name!r}"))
         return attr
 
     def rmdir(self, parent: InodeId, name: bytes) -> None:
@@ -402,11 +415,18 @@ class DetachedReads:
     def rename(
         self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
     ) -> None:
+        moved = self._known.get(("lookup", parent, name))
+        self._forget_keys(moved)
+        if flags:  # an exchange moves the other name too
+            self._forget_keys(self._known.get(("lookup", new_parent, new_name)))
         self._change(
             lambda: self._tree.rename(parent, name, new_parent, new_name, flags),
             (),
             ((parent, name), (new_parent, new_name)),
         )
+        if isinstance(moved, Attr) and not flags:  # the names as the rename left them
+            self._remember(("lookup", new_parent, new_name), moved)
+            self._remember(("lookup", parent, name), NotFound(f"{name!r}"))
 
     def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
         self._change(lambda: self._tree.setxattr(inode, name, value, flags), (inode,))

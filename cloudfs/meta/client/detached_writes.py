@@ -202,10 +202,12 @@ class DetachedWrites:
     def statfs(self) -> FsStats:
         return self._reads.statfs()
 
-    def object_key(self, inode: InodeId) -> str:
-        if inode in self._keys:  # no upload of it before the tree knows its name
+    def object_key(self, inode: InodeId, *, upload: bool = False) -> str:
+        if inode not in self._keys:
+            return self._reads.object_key(inode)
+        if upload:  # no bytes put under a name the tree does not know yet
             raise TreeUnreachable(f"inode {inode}: its journaled name is not replayed yet")
-        return self._reads.object_key(inode)
+        return self._keys[inode]
 
     def _key_in(self, parent: InodeId, name: bytes) -> str:
         """The UFS key ``name`` has in ``parent`` (EIO if the mount does not know it)."""

@@ -323,7 +323,7 @@ class GrpcMeta:
     def refresh(self, inode: InodeId) -> Invalidation:
         return cv.invalidation_from_pb(self._call("Refresh", self._inode(inode)))
 
-    def object_key(self, inode: InodeId) -> str:
+    def object_key(self, inode: InodeId, *, upload: bool = False) -> str:
         value: bytes = self._call("ObjectKey", self._inode(inode)).value
         return value.decode("utf-8", "surrogateescape")
 

@@ -121,15 +121,15 @@ def test_it_attaches_again_when_the_service_answers() -> None:
     assert tree.calls == calls + 1  # attached: asked again
 
 
-def test_its_own_changes_drop_what_they_touch() -> None:
+def test_its_own_changes_drop_or_update_what_they_touch() -> None:
     tree = Switchable()
     meta = detached_reads(tree)
     meta.lookup(ROOT, b"a")
     meta.readdir(ROOT, None, 100)
     meta.unlink(ROOT, b"a")
     tree.up = False
-    with pytest.raises(TreeUnreachable):
-        meta.lookup(ROOT, b"a")  # unlinked: not answered from before
+    with pytest.raises(NotFound):
+        meta.lookup(ROOT, b"a")  # unlinked by this mount: known gone
     with pytest.raises(TreeUnreachable):
         meta.readdir(ROOT, None, 100)  # the listing changed
     with pytest.raises(TreeUnreachable):
