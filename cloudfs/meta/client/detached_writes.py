@@ -16,8 +16,10 @@ answered from what the mount knows:
   still fails with EIO.
 
 Anything else (symlink, link, rmdir, xattrs, moving a directory) fails with EIO
-as before. A closed file's bytes wait in the write-back journal: its upload's
-commit is refused (EIO, retried with back-off) until its create is replayed.
+as before. A closed file's bytes wait in the write-back journal: the uploader's
+``object_key(upload=True)`` is refused for a name the tree does not know yet, and
+every commit while changes wait, so nothing is put or committed (the uploader
+retries with back-off) before the replay; a close still gets the key.
 
 When the service is back the journal is replayed in order, one tree call per
 change (``CreateAt`` under the reserved number), before any later change is
