@@ -208,10 +208,10 @@ ROWS: tuple[Row, ...] = (
         "metadata",
         "cloudfs.meta.client",
         "the tree service's clients: `grpc_meta.py` (`GrpcMeta`, the Meta protocol over gRPC), "
-        "`detached.py` (`DetachedReads`: reads answered from what the mount knows while the "
-        "service is unreachable), `detached_writes.py` + `change_log.py` + `replay.py` + "
-        "`listings.py` (`DetachedWrites`: a write-back mount's changes journaled while it is "
-        "unreachable, replayed in order under reserved inode numbers), "
+        "`detached.py` + `answers.py` (`DetachedReads`: reads answered from what the mount "
+        "knows while the service is unreachable), `detached_writes.py` + `change_log.py` + "
+        "`replay.py` + `listings.py` (`DetachedWrites`: a write-back mount's changes "
+        "journaled while it is unreachable, replayed in order under reserved inode numbers), "
         "`volumes.py` (`VolumeClient`), `groups.py` (`GroupClient`), `cache_reports.py` "
         "(`CacheReportClient`), `channel.py` (deadlines, retries, tokens, errors), "
         "`grouped.py` (`GroupedCalls`: calls queued meanwhile sent as one), "

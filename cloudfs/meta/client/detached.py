@@ -24,10 +24,9 @@ A probe asks every ``probe_seconds`` whether the service connects again; once a
 heartbeat passes, the mount is attached again (logged, as the detach is;
 ``detached_since``, the ``cloudfs_tree_detached`` gauge).
 
-What is remembered serves only while detached: the last answer to each read
-(as fresh as the outage is short), updated by the mount's own changes. Other
-mounts' invalidations drop nothing (a UFS listing sends them for every
-directory it fills); their changes are seen at the next read while attached.
+What is remembered (the last answer to each read, updated by the mount's own
+changes) serves only while detached; other mounts' invalidations drop nothing (a
+UFS listing sends them for every directory it fills).
 """
 
 from __future__ import annotations
@@ -36,11 +35,11 @@ import copy
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from cloudfs.errors import FsError, NotFound, TreeUnreachable
+from cloudfs.meta.client.answers import MISS, Answers, Key
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.interface import Invalidation
 from cloudfs.types import Attr, AttrChanges, DirEntry, FsStats, InodeId
@@ -50,13 +49,6 @@ log = logging.getLogger(__name__)
 MAX_ENTRIES = 500_000  # a few hundred bytes each
 PROBE_SECONDS = 1.0
 T = TypeVar("T")
-Key = tuple[Any, ...]  # (what, its arguments...)
-_MISS = object()
-_BY_INODE = ("readdir", "getxattr")  # keys with more than the inode, indexed by it
-
-
-def _weight(value: object) -> int:
-    return max(1, len(value)) if isinstance(value, list) else 1
 
 
 class DetachedReads:
@@ -72,16 +64,12 @@ class DetachedReads:
     ) -> None:
         """``on_detached(True/False)``: told when the mount detaches and attaches again."""
         self._tree = tree
-        self._max = max_entries
         self._probe_seconds = probe_seconds
         self._on_detached = on_detached
-        self._known: OrderedDict[Key, object] = OrderedDict()
-        self._size = 0  # entries held: a listing page counts one per name
-        self._by_inode: dict[InodeId, set[Key]] = {}  # inode -> its readdir and getxattr keys
+        self._memory = Answers(max_entries)
         self._lock = threading.Lock()
         self._detached_since: float | None = None  # time.time() when it detached
         self._closed = threading.Event()
-        self._answered = 0  # reads answered while detached (this outage)
         self.on_attached: list[Callable[[], None]] = []  # called when it is back
 
     # -- the session, as GrpcMeta's ------------------------------------------------
@@ -112,8 +100,8 @@ class DetachedReads:
             if self._detached_since is not None:
                 return
             self._detached_since = time.time()
-            self._answered = 0
-            known = self._size
+            self._memory.answered = 0
+            known = self._memory.size
         log.warning(
             "tree service unreachable (%s): running detached, reads answered from the %d "
             "entries this mount knows; changes fail with EIO until it is back (journaled "
@@ -135,7 +123,7 @@ class DetachedReads:
                 continue
             with self._lock:
                 since, self._detached_since = self._detached_since, None
-                answered = self._answered
+                answered = self._memory.answered
             log.warning(
                 "tree service back after %.0f s detached (%d reads answered locally meanwhile)",
                 time.time() - (since or time.time()), answered,
@@ -146,67 +134,11 @@ class DetachedReads:
                 hook()
             return
 
-    # -- what it remembers -----------------------------------------------------------
-
-    def _remember(self, key: Key, value: object) -> None:
-        with self._lock:
-            self._drop(key)
-            self._known[key] = value
-            self._size += _weight(value)
-            if key[0] in _BY_INODE:
-                self._by_inode.setdefault(key[1], set()).add(key)
-            while self._size > self._max and self._known:
-                self._drop(next(iter(self._known)))
-
-    def _drop(self, key: Key) -> None:
-        """Forget ``key`` (the lock held)."""
-        value = self._known.pop(key, _MISS)
-        if value is not _MISS:
-            self._size -= _weight(value)
-            if key[0] in _BY_INODE:
-                self._by_inode.get(key[1], set()).discard(key)
-
-    def _recall(self, key: Key) -> object:
-        with self._lock:
-            value = self._known.get(key, _MISS)
-            if value is not _MISS:
-                self._known.move_to_end(key)
-                self._answered += 1
-            return value
-
     def forget(
         self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
     ) -> None:
         """Drop what a change made elsewhere (a replayed create) makes stale."""
-        self._forget(inodes, entries)
-
-    def _forget(
-        self, inodes: tuple[InodeId, ...], entries: tuple[tuple[InodeId, bytes], ...]
-    ) -> None:
-        """Drop what the change of ``inodes`` (attributes, xattrs, listings) and of the
-        names ``entries`` (and so their parents' listings) makes stale."""
-        with self._lock:
-            for inode in inodes:  # keys change only by rename and unlink (which drop them)
-                for kind in ("getattr", "readlink", "listxattr"):
-                    self._drop((kind, inode))
-            # A directory's own attributes are kept (only its times and link count moved):
-            # the kernel asks for them before every change in it.
-            for inode in (*inodes, *(parent for parent, _ in entries)):
-                for key in self._by_inode.pop(inode, set()):
-                    self._drop(key)
-            for parent, name in entries:
-                self._drop(("lookup", parent, name))
-
-    def _forget_keys(self, moved: object) -> None:
-        """Before a rename of ``moved`` (what a lookup of it gave): a file's key is its
-        own; a directory's move (or an unknown one's) changes every key below it."""
-        with self._lock:
-            if isinstance(moved, Attr) and not moved.is_dir:
-                stale = [("object_key", moved.inode)]
-            else:
-                stale = [k for k in self._known if k[0] == "object_key"]
-            for key in stale:
-                self._drop(key)
+        self._memory.forget(inodes, entries)
 
     def _read(self, key: Key, call: Callable[[], T]) -> T:
         if self._detached_since is None:
@@ -216,17 +148,17 @@ class DetachedReads:
                 self._detach(exc)
             except NotFound as exc:
                 if key[0] == "lookup":
-                    self._remember(key, exc)
+                    self._memory.remember(key, exc)
                 raise
             else:
-                self._remember(key, value)
+                self._memory.remember(key, value)
                 return value
         answer: T = self._answer(key)
         return answer
 
     def _answer(self, key: Key) -> Any:
-        value = self._recall(key)
-        if value is _MISS:
+        value = self._memory.recall(key)
+        if value is MISS:
             raise TreeUnreachable(
                 f"{key[0]}: not known to this mount, and the tree service is unreachable"
             )
@@ -242,26 +174,28 @@ class DetachedReads:
         learn: Callable[[T], None] | None = None,
     ) -> T:
         """A change goes to the service (waiting up to its reconnect bound); what it
-        touches is forgotten whether or not it was made, then ``learn`` remembers what
-        its answer says."""
+        touches is forgotten, then ``learn`` remembers what its answer says. Unreachable,
+        it was most likely not made: what the mount knew stays (a journal builds on it)."""
         try:
             result = call()
         except TreeUnreachable as exc:
             self._detach(exc)
             raise
-        finally:
-            self._forget(inodes, entries)
+        except BaseException:
+            self._memory.forget(inodes, entries)
+            raise
+        self._memory.forget(inodes, entries)
         if learn is not None:
             learn(result)
         return result
 
     def _learn_attr(self, attr: Attr) -> None:
-        self._remember(("getattr", attr.inode), attr)
+        self._memory.remember(("getattr", attr.inode), attr)
 
     def _learn_name(self, parent: InodeId, name: bytes) -> Callable[[Attr], None]:
         def learn(attr: Attr) -> None:
-            self._remember(("lookup", parent, name), attr)
-            self._remember(("getattr", attr.inode), attr)
+            self._memory.remember(("lookup", parent, name), attr)
+            self._memory.remember(("getattr", attr.inode), attr)
 
         return learn
 
@@ -270,9 +204,9 @@ class DetachedReads:
     def lookup(self, parent: InodeId, name: bytes) -> Attr:
         attr = self._read(("lookup", parent, name), lambda: self._tree.lookup(parent, name))
         if self._detached_since is not None:  # its attributes as this mount last saw them
-            newer = self._recall(("getattr", attr.inode))
+            newer = self._memory.recall(("getattr", attr.inode))
             return newer if isinstance(newer, Attr) else attr
-        self._remember(("getattr", attr.inode), attr)
+        self._memory.remember(("getattr", attr.inode), attr)
         return attr
 
     def lookup_if_listed(self, parent: InodeId, name: bytes) -> Attr | None:
@@ -287,7 +221,7 @@ class DetachedReads:
             self._detach(exc)
             return self.lookup_if_listed(parent, name)
         if attr is not None:
-            self._remember(("lookup", parent, name), attr)
+            self._memory.remember(("lookup", parent, name), attr)
         return attr
 
     def getattr(self, inode: InodeId) -> Attr:
@@ -298,7 +232,7 @@ class DetachedReads:
             ("readdir", inode, after, limit), lambda: self._tree.readdir(inode, after, limit)
         )
         for entry in entries:
-            self._remember(("lookup", inode, entry.name), entry.attr)
+            self._memory.remember(("lookup", inode, entry.name), entry.attr)
         return entries
 
     def readlink(self, inode: InodeId) -> bytes:
@@ -325,7 +259,7 @@ class DetachedReads:
             except TreeUnreachable as exc:
                 self._detach(exc)
             else:
-                self._remember(("getattr", inode), attr)
+                self._memory.remember(("getattr", inode), attr)
                 return attr
         if write:
             raise TreeUnreachable("open for writing: the tree service is unreachable")
@@ -371,9 +305,9 @@ class DetachedReads:
         def learn(made: tuple[Attr, str]) -> None:
             attr, key = made
             self._learn_name(parent, name)(attr)
-            self._remember(("object_key", attr.inode), key)
+            self._memory.remember(("object_key", attr.inode), key)
             # the directory's key, which a create while detached builds on
-            self._remember(("object_key", parent), key.rpartition("/")[0])
+            self._memory.remember(("object_key", parent), key.rpartition("/")[0])
 
         return self._change(
             lambda: self._tree.create_open(parent, name, mode, uid, gid),
@@ -404,9 +338,9 @@ class DetachedReads:
 
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         attr = self._change(lambda: self._tree.unlink(parent, name), (), ((parent, name),))
-        self._forget((attr.inode,), ())
-        self._forget_keys(attr)
-        self._remember(("lookup", parent, name), NotFound(f"{name!r}"))
+        self._memory.forget((attr.inode,), ())
+        self._memory.forget_keys(attr)
+        self._memory.remember(("lookup", parent, name), NotFound(f"{name!r}"))
         return attr
 
     def rmdir(self, parent: InodeId, name: bytes) -> None:
@@ -415,18 +349,21 @@ class DetachedReads:
     def rename(
         self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
     ) -> None:
-        moved = self._known.get(("lookup", parent, name))
-        self._forget_keys(moved)
-        if flags:  # an exchange moves the other name too
-            self._forget_keys(self._known.get(("lookup", new_parent, new_name)))
+        moved = self._memory.peek(("lookup", parent, name))
+        other = self._memory.peek(("lookup", new_parent, new_name)) if flags else None
+
+        def learn(_: None) -> None:  # the keys below what moved, the names it left
+            self._memory.forget_keys(moved)
+            if flags:  # an exchange moves the other name too
+                self._memory.forget_keys(other)
+            elif isinstance(moved, Attr):
+                self._memory.remember(("lookup", new_parent, new_name), moved)
+                self._memory.remember(("lookup", parent, name), NotFound(f"{name!r}"))
+
+        entries = ((parent, name), (new_parent, new_name))
         self._change(
-            lambda: self._tree.rename(parent, name, new_parent, new_name, flags),
-            (),
-            ((parent, name), (new_parent, new_name)),
+            lambda: self._tree.rename(parent, name, new_parent, new_name, flags), (), entries, learn
         )
-        if isinstance(moved, Attr) and not flags:  # the names as the rename left them
-            self._remember(("lookup", new_parent, new_name), moved)
-            self._remember(("lookup", parent, name), NotFound(f"{name!r}"))
 
     def setxattr(self, inode: InodeId, name: bytes, value: bytes, flags: int = 0) -> None:
         self._change(lambda: self._tree.setxattr(inode, name, value, flags), (inode,))

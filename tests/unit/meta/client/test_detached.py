@@ -60,6 +60,12 @@ class Switchable:
         self._ask()
         return self.names.pop(name)
 
+    def rename(
+        self, parent: InodeId, name: bytes, new_parent: InodeId, new_name: bytes, flags: int = 0
+    ) -> None:
+        self._ask()
+        self.names[new_name] = self.names.pop(name)
+
     def reachable(self, seconds: float) -> bool:
         return self.up
 
@@ -134,6 +140,21 @@ def test_its_own_changes_drop_or_update_what_they_touch() -> None:
         meta.readdir(ROOT, None, 100)  # the listing changed
     with pytest.raises(TreeUnreachable):
         meta.getattr(InodeId(2))
+
+
+def test_a_rename_learns_the_names_it_left_and_one_that_found_the_service_gone_drops_nothing() -> (
+    None
+):
+    tree = Switchable()
+    meta = detached_reads(tree)
+    meta.lookup(ROOT, b"a")
+    meta.rename(ROOT, b"a", ROOT, b"b")
+    tree.up = False
+    with pytest.raises(TreeUnreachable):  # the server died as this rename was sent
+        meta.rename(ROOT, b"b", ROOT, b"c")
+    assert meta.lookup(ROOT, b"b").inode == 2  # what the mount knew stays: a journal needs it
+    with pytest.raises(NotFound):
+        meta.lookup(ROOT, b"a")
 
 
 def test_memory_is_bounded() -> None:
