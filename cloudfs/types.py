@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 from dataclasses import dataclass
-from typing import NewType
+from typing import Any, NewType
 
 InodeId = NewType("InodeId", int)
 HandleId = NewType("HandleId", int)
@@ -58,6 +58,23 @@ class AttrChanges:
     mtime_ns: int | None = None
     ctime_ns: int | None = None
     etag: str | None = None
+
+    def applied(self, current: Any, now: int) -> dict[str, Any]:
+        """The fields ``current`` (an ``Attr``, or the tree's record of one) has after these
+        changes, for ``dataclasses.replace``; ctime becomes ``now`` unless given."""
+
+        def pick(name: str) -> Any:
+            value = getattr(self, name)
+            return getattr(current, name) if value is None else value
+
+        mode = (
+            current.mode if self.mode is None else stat.S_IFMT(current.mode) | (self.mode & 0o7777)
+        )
+        return {
+            "mode": mode,
+            **{name: pick(name) for name in ("uid", "gid", "size", "atime_ns", "mtime_ns", "etag")},
+            "ctime_ns": now if self.ctime_ns is None else self.ctime_ns,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,7 +286,8 @@ class DetachedWrites:
 
     def setattr(self, inode: InodeId, changes: AttrChanges) -> Attr:
         def journaled() -> Attr:
-            attr = _changed(self.getattr(inode), changes)
+            known = self.getattr(inode)
+            attr = replace(known, **changes.applied(known, time.time_ns()))
             fields = {k: v for k, v in dataclasses.asdict(changes).items() if v is not None}
             self._log.add("setattr", inode=inode, changes=fields)
             self._attrs[inode] = attr
@@ -428,19 +429,3 @@ class DetachedWrites:
                 "replayed %d change(s) made while the tree service was away (%d conflicts)",
                 count, self.conflicts,
             )  # fmt: skip
-
-
-def _changed(attr: Attr, changes: AttrChanges) -> Attr:
-    """``attr`` after ``changes`` (what the tree will make of them)."""
-    mode = attr.mode if changes.mode is None else stat.S_IFMT(attr.mode) | changes.mode
-    now = time.time_ns()
-    return replace(
-        attr,
-        mode=mode,
-        uid=attr.uid if changes.uid is None else changes.uid,
-        gid=attr.gid if changes.gid is None else changes.gid,
-        size=attr.size if changes.size is None else changes.size,
-        atime_ns=attr.atime_ns if changes.atime_ns is None else changes.atime_ns,
-        mtime_ns=attr.mtime_ns if changes.mtime_ns is None else changes.mtime_ns,
-        ctime_ns=now if changes.ctime_ns is None else changes.ctime_ns,
-    )

@@ -41,19 +41,7 @@ def setattr(ctx: TreeContext, ino: int, changes: AttrChanges) -> Attr:
             raise IsADirectory("cannot set the size of a directory")
         if changes.size is not None and changes.size < 0:
             raise InvalidArgument("negative size")
-        rec = replace(
-            rec,
-            mode=rec.mode
-            if changes.mode is None
-            else stat.S_IFMT(rec.mode) | (changes.mode & 0o7777),
-            uid=rec.uid if changes.uid is None else changes.uid,
-            gid=rec.gid if changes.gid is None else changes.gid,
-            size=rec.size if changes.size is None else changes.size,
-            atime_ns=rec.atime_ns if changes.atime_ns is None else changes.atime_ns,
-            mtime_ns=rec.mtime_ns if changes.mtime_ns is None else changes.mtime_ns,
-            ctime_ns=now if changes.ctime_ns is None else changes.ctime_ns,
-            etag=rec.etag if changes.etag is None else changes.etag,
-        )
+        rec = replace(rec, **changes.applied(rec, now))
         tree.save(txn, ino, rec)
         return tree.to_attr(ino, rec)
 
