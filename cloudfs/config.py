@@ -70,7 +70,9 @@ class WriteConfig:
     # bytes and a journal record are fsync'd in the staging area; an uploader
     # pushes them to the UFS in the background (see cloudfs/data/uploader.py).
     mode: str = "through"
-    upload_delay: float = 0.0  # seconds after close before uploading (coalesces rewrites)
+    # seconds after close before uploading: a file rewritten, renamed or unlinked meanwhile
+    # (write tmp, rename it over latest) costs no UFS call for the temporary name
+    upload_delay: float = 1.0
     upload_deadline: float = 3600.0  # seconds before a stuck upload is reported loudly
     upload_concurrency: int = 4
     drain_timeout: float = 600.0  # seconds unmount waits for the backlog (0: no wait)

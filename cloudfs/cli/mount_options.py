@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "durable in the local staging journal, uploaded in the background (through)",
     )
     p.add_argument(
-        "--upload-delay", default="0", help="write-back: seconds to wait before uploading (0)"
+        "--upload-delay", default="1", help="write-back: seconds to wait before uploading (1)"
     )
     p.add_argument(
         "--upload-deadline",
