@@ -232,6 +232,16 @@ class Uploader:
         while self._owed:
             await self._changed.wait()
 
+    def retry_now(self) -> None:
+        """What failed is due again at once (its back-off may have grown to a minute):
+        what it waited for is back, as after a replay of the tree's journaled changes."""
+        now = trio.current_time()
+        for owed in self._owed.values():
+            if owed.attempts and not owed.uploading and owed.due > now:
+                owed.due = now
+                self._schedule(owed)
+        self._poke()
+
     @asynccontextmanager
     async def held(self, inodes: Iterable[int]) -> AsyncIterator[None]:
         """Within: no upload of ``inodes`` runs (those in flight finished first).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 
 import trio
 
@@ -216,6 +218,9 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         for entry in owed:
             uploader.submit(entry, recovered=True)
         nursery.start_soon(uploader.run)
+        if isinstance(meta, DetachedWrites):  # commits refused while changes waited
+            token = trio.lowlevel.current_trio_token()
+            meta.on_replayed.append(partial(_soon, token, uploader.retry_now))
 
     undrained: list[Backlog] = []
 
@@ -245,6 +250,12 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         return 0
 
     return serve
+
+
+def _soon(token: trio.lowlevel.TrioToken, call: Callable[[], None]) -> None:
+    """``call`` on the trio loop, from another thread; nothing once the loop has ended."""
+    with contextlib.suppress(trio.RunFinishedError):
+        token.run_sync_soon(call)
 
 
 def _tree_session(

@@ -93,6 +93,9 @@ def test_checkpoints_written_while_the_tree_service_is_down_are_replayed(tmp_pat
             server.restart()
             until(lambda: stats(m.root)["tree_journaled_changes"] == 0, "no replay", 60)
             assert "replayed" in m.log()
+            # Uploads refused while changes waited go at once, not after their back-off.
+            landed = [data / "ckpt" / name for name in bodies] + [data / "ckpt" / "sub" / "x.bin"]
+            until(lambda: all(p.exists() for p in landed), "uploads waited after the replay", 8)
             flushed = cli("flush", str(m.root), "-q")
             assert flushed.returncode == 0, flushed.stderr
             assert os.stat(ckpt / "sub" / "x.bin").st_ino == inode

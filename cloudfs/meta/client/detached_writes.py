@@ -73,6 +73,8 @@ class DetachedWrites:
         self._keys: dict[InodeId, str] = {}  # UFS keys of what it made
         self._local_opens: Counter[InodeId] = Counter()
         self.conflicts = 0
+        # Called (in the replay's thread) after a replay sent journaled changes.
+        self.on_replayed: list[Callable[[], None]] = []
         reads.on_attached.append(self._attached)
 
     # -- the session, as DetachedReads' -------------------------------------------
@@ -425,6 +427,8 @@ class DetachedWrites:
             self._names.clear()
             self._keys.clear()
             self._log.compact()
+            for hook in self.on_replayed:
+                hook()
             log.warning(
                 "replayed %d change(s) made while the tree service was away (%d conflicts)",
                 count, self.conflicts,

@@ -246,6 +246,29 @@ def test_drain_gives_up_after_its_timeout_and_keeps_the_entry(tmp_path: Path) ->
     assert [e.key for e in w.journal.recover()] == ["stuck"]  # still owed after a restart
 
 
+def test_retry_now_ends_the_back_off_of_what_failed(tmp_path: Path) -> None:
+    # As after a replay of journaled tree changes: what the uploads waited for is back.
+    w = World(tmp_path, UploadPolicy(retry_base=60.0, retry_max=600.0), fail_ratio=1.0)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(w.uploader.run)
+            w.close_file(1, "late", b"bytes")
+            await trio.sleep(5)  # not drain(): it ends back-offs too
+            assert w.uploader.backlog().failures == 1  # the next try is 30-90 s away
+            w.store.configure(fail_ratio=0.0)
+            w.uploader.retry_now()
+            for _ in range(50):
+                if w.sink.commits:
+                    break
+                await trio.sleep(0.1)
+            assert w.sink.commits
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert w.inner.data("late") == b"bytes"
+
+
 def test_a_rename_during_the_put_moves_the_object(tmp_path: Path) -> None:
     w = World(tmp_path, UploadPolicy())
 
