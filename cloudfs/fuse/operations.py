@@ -13,6 +13,9 @@ listings are kept in the page cache as well (``cache_readdir``, which the
 patched ``opendir`` reads). A warm file or listing is then served by the
 kernel alone; what changes is dropped from it explicitly (``Invalidator``).
 
+Read-write mounts (same build) open read-only handles with ``noflush``: the
+kernel then sends no FLUSH at their close, which had nothing to upload.
+
 Every request costs a counter, a latency observation and, on error, an error
 counter; their label children are bound once per operation name, not looked
 up per request.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -84,12 +88,14 @@ class CloudFsOperations(pyfuse3.Operations):
         negative_timeout: float = 0.0,
         dataset_mode: bool = False,
         cache_listings: bool = False,
+        noflush_reads: bool = False,
     ) -> None:
         """``timeout``: how long the kernel keeps names and attributes;
         ``negative_timeout``: how long it remembers that a name does not exist (0: not at
         all; a tree-service mount, whose server pushes new names, sets it);
         ``dataset_mode``: let the kernel skip open, flush and release (module doc);
-        ``cache_listings``: let it keep directory listings until told they changed."""
+        ``cache_listings``: let it keep directory listings until told they changed;
+        ``noflush_reads``: tell it to send no FLUSH for read-only opens (module doc)."""
         super().__init__()
         self._vfs = vfs
         self._bound = _BoundMetrics(metrics)
@@ -100,6 +106,7 @@ class CloudFsOperations(pyfuse3.Operations):
         self._negative_timeout = negative_timeout
         self._dataset_mode = dataset_mode
         self.cache_readdir = cache_listings  # read by the patched pyfuse3 at each opendir
+        self._noflush_reads = noflush_reads
 
     async def _run(self, op: str, work: Awaitable[T]) -> T:
         start = time.perf_counter()
@@ -285,7 +292,10 @@ class CloudFsOperations(pyfuse3.Operations):
         if self._dataset_mode:
             raise self._skipped("open")  # no_open: the kernel stops asking
         fh, keep_cache = await self._run("open", self._vfs.open(InodeId(inode), flags))
-        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=keep_cache)
+        info = pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=keep_cache)
+        if self._noflush_reads and flags & (os.O_ACCMODE | os.O_TRUNC) == os.O_RDONLY:
+            info.noflush = True  # its close has nothing to upload: no FLUSH request
+        return info
 
     async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         if self._dataset_mode:  # no open was answered: ``fh`` is the inode

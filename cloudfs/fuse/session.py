@@ -55,6 +55,12 @@ def caches_listings() -> bool:
     return bool(getattr(pyfuse3, "OPENDIR_HONOURS_CACHE_READDIR", False))
 
 
+def opens_without_flush() -> bool:
+    """Whether this pyfuse3 can tell the kernel to send no FLUSH for a handle
+    (``FileInfo.noflush``; the patched build of ``deploy/pyfuse3/``)."""
+    return bool(getattr(pyfuse3, "OPEN_HONOURS_NOFLUSH", False))
+
+
 def receiver_counts() -> Callable[[], tuple[int, int, int]] | None:
     """(ioctls answered in C, requests queued for Python, event-loop wake-ups) of the
     patched pyfuse3's receiver thread, or None for a build without it

@@ -165,6 +165,7 @@ def _assemble(config: MountConfig, stack: ExitStack) -> Callable[[], int]:
         negative_timeout=0.0 if meta.local_reads else config.meta_ttl,
         dataset_mode=dataset_mode,
         cache_listings=dataset_mode and session.caches_listings(),
+        noflush_reads=session.opens_without_flush(),
     )
     options = session.mount_options(
         config.ufs_uri,
