@@ -271,7 +271,9 @@ ROWS: tuple[Row, ...] = (
         "bounded threads, connections per client host, idle timeout, TLS, TCP or a 0600 UNIX "
         "socket, a graceful `stop`), `loop.py` (`Loop`: a step every few seconds in a thread), "
         "`serve.py` (`serve_until_signal`: a server process until SIGTERM/SIGINT), "
-        "`endpoints.py` (`HOST:PORT` flags, the Prometheus endpoint)",
+        "`endpoints.py` (`HOST:PORT` flags, the Prometheus endpoint), `gil_free.py` (a "
+        "large buffer copied into new `bytes` with the GIL released: cold blocks on their "
+        "way to the caches)",
     ),
     Row("leaves", "cloudfs.config", "frozen configuration (`MountConfig` and its parts)"),
     Row(

@@ -10,6 +10,8 @@ import contextlib
 from collections.abc import Callable
 from typing import BinaryIO
 
+from cloudfs.lib import gil_free
+
 
 def read_exact(stream: BinaryIO, length: int, buffer: bytearray | None) -> bytes:
     """``length`` bytes from ``stream`` (fewer at EOF), read into ``buffer`` if it can."""
@@ -25,7 +27,7 @@ def read_exact(stream: BinaryIO, length: int, buffer: bytearray | None) -> bytes
         if not n:
             break
         got += n
-    return bytes(view[:got])
+    return gil_free.copy(view, 0, got)  # the buffer is reused: a copy, without the GIL
 
 
 def read_chunks(read: Callable[[int], bytes], length: int) -> bytes:

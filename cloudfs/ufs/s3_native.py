@@ -49,6 +49,7 @@ from obstore.exceptions import (
 )
 from obstore.store import S3Store
 
+from cloudfs.lib import gil_free
 from cloudfs.ufs.s3_direct import Body
 
 if TYPE_CHECKING:
@@ -155,8 +156,8 @@ class NativeGet:
         if if_match:
             options["if_match"] = f'"{if_match}"'
         try:
-            # The GIL is released for the request and the body; one copy makes it bytes.
-            data = bytes(obstore.get(self._store, full_key, options=options).bytes())
+            # The GIL is released for the request, the body, and the one copy into bytes.
+            data = gil_free.copy(obstore.get(self._store, full_key, options=options).bytes())
         except Exception as err:  # any failure: botocore retries it and says what it is
             self._failed(full_key, err)
             return None
