@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from cloudfs.errors import FsError
 from cloudfs.metrics import Metrics
@@ -93,6 +93,20 @@ class _CountingStream:
         data = self._inner.read(size)
         self._count(len(data))
         return data
+
+    def readinto(self, buffer: Any, /) -> int:
+        """The inner stream's ``readinto`` (the read-ahead fills one reused buffer: no
+        new ``bytes`` per block), or a ``read`` copied in."""
+        readinto = getattr(self._inner, "readinto", None)
+        if readinto is not None:
+            n: int = readinto(buffer)
+        else:
+            view = memoryview(buffer).cast("B")
+            data = self._inner.read(len(view))
+            n = len(data)
+            view[:n] = data
+        self._count(n)
+        return n
 
     def close(self) -> None:
         self._inner.close()
