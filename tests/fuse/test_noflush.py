@@ -8,27 +8,15 @@ fail, not skip, without it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from testkit.mounts import Backing, Mount, mounted
+from testkit.mounts import Backing, mounted
+from tests.fuse.test_dataset_mode import _ops
 
 pytestmark = pytest.mark.fuse
-
-
-def _ops(mount: Mount) -> dict[str, int]:
-    result = subprocess.run(
-        [sys.executable, "-m", "cloudfs.cli.main", "stats", str(mount.root), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    ops: dict[str, int] = json.loads(result.stdout)["fuse"]["ops"]
-    return ops
 
 
 def test_read_only_opens_cost_no_flush_and_writes_still_reach_the_store(tmp_path: Path) -> None:
