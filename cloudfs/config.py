@@ -47,7 +47,9 @@ class CacheConfig:
     # best where a ranged GET is expensive); "ranges": parallel ranged GETs of 8 MiB
     # (best where one connection is slower than the network, as on AWS S3).
     readahead_mode: str = "stream"
-    readahead_part_bytes: int = 8 * MiB  # size of each parallel ranged GET
+    # Size of each parallel ranged GET: one default block, so its answer is the block
+    # itself, not split into new bytes (+9% MiB/s, -15% CPU per GiB on s3rver: RESULTS-cold-cost)
+    readahead_part_bytes: int = 4 * MiB
     disk_dirs: tuple[str, ...] = ()  # block cache directories; () = <cache_dir>/blocks
     free_space_ratio: float = 0.1  # keep this fraction of each cache filesystem free
     policy: str = "tinylfu"  # disk-tier admission: "tinylfu" (scan-resistant) or "lru"
