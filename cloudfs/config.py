@@ -44,8 +44,8 @@ class CacheConfig:
     disk_bytes: int = 10 * GiB
     readahead_blocks: int = 4
     # "stream": one open GET per sequential reader of a large object (few requests;
-    # best where a ranged GET is expensive); "ranges": parallel ranged GETs of 8 MiB
-    # (best where one connection is slower than the network, as on AWS S3).
+    # best where a ranged GET is expensive); "ranges": parallel ranged GETs of one block
+    # each (best where one connection is slower than the network, as on AWS S3).
     readahead_mode: str = "stream"
     # Size of each parallel ranged GET: one default block, so its answer is the block
     # itself, not split into new bytes (+9% MiB/s, -15% CPU per GiB on s3rver: RESULTS-cold-cost)

@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="stream",
         choices=READAHEAD_MODES,
         help="stream: one open GET per sequential reader of a large file; ranges: parallel "
-        "8 MiB ranged GETs, for stores where one connection is slower than the network (stream)",
+        "ranged GETs of one block each, for stores where one connection is slower than the "
+        "network (stream)",
     )
     p.add_argument(
         "--order-window-files",

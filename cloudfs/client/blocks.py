@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 MAX_RUN_BLOCKS = 8  # one GET covers at most this many blocks (32 MiB of 4 MiB blocks)
 AHEAD_THREADS = 4  # GETs ahead at once, for all the process's readers
-AHEAD_RUN_BLOCKS = 2  # blocks per GET ahead: 8 MiB, a mount's --readahead-part-size
+AHEAD_RUN_BLOCKS = 2  # blocks per GET ahead: 8 MiB (a mount's ranged read-ahead GETs one)
 WINDOW_BLOCKS = 12  # blocks from the mount held here: a read's and those fetched ahead
 AHEAD_WAIT = 60.0  # seconds a reader waits for a block on its way before its own GET
 
