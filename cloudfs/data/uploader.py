@@ -223,23 +223,21 @@ class Uploader:
 
     async def drain(self) -> None:
         """Wait until nothing is owed (bound it with ``trio.move_on_after``)."""
-        now = trio.current_time()
-        for owed in self._owed.values():
-            if owed.due > now:
-                owed.due = now  # no upload delay when draining
-                self._schedule(owed)
-        self._poke()
+        self._due_now(failed_only=False)  # no upload delay or back-off when draining
         while self._owed:
             await self._changed.wait()
 
     def retry_now(self) -> None:
         """What failed is due again at once (its back-off may have grown to a minute):
         what it waited for is back, as after a replay of the tree's journaled changes."""
+        self._due_now(failed_only=True)
+
+    def _due_now(self, *, failed_only: bool) -> None:
         now = trio.current_time()
         for owed in self._owed.values():
-            if owed.attempts and not owed.uploading and owed.due > now:
+            if owed.due > now and (owed.attempts or not failed_only):
                 owed.due = now
-                self._schedule(owed)
+                self._schedule(owed)  # an upload running now is skipped when popped
         self._poke()
 
     @asynccontextmanager
