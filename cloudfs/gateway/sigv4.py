@@ -252,7 +252,7 @@ def authenticate(
     params = _query_names(raw_query)
     authorization = (found.get("authorization") or [""])[0].strip()
     current = datetime.now(timezone.utc).timestamp() if now is None else now
-    if authorization and ("x-amz-algorithm" in params or "x-amz-signature" in params):
+    if authorization and ("X-Amz-Algorithm" in params or "X-Amz-Signature" in params):
         raise S3Error(
             "InvalidArgument",
             400,
@@ -265,11 +265,11 @@ def authenticate(
         check_clock(claim.amz_date, current, resource)
         check_amz_headers_signed(found, claim.signed_headers, resource)
         presigned = False
-    elif "x-amz-algorithm" in params or "x-amz-credential" in params:
+    elif "X-Amz-Algorithm" in params or "X-Amz-Credential" in params:
         claim = claim_from_query(raw_query, resource)
         check_expiry(claim.amz_date, raw_query, current, resource)
         presigned = True
-    elif "awsaccesskeyid" in params or "signature" in params:
+    elif "AWSAccessKeyId" in params or "Signature" in params:
         raise sigv2_refused(resource)
     else:
         raise S3Error("AccessDenied", 403, "Access Denied", resource=resource)
@@ -345,4 +345,7 @@ def _raw_sorted_query(raw_query: str, presigned: bool) -> str:
 
 
 def _query_names(raw_query: str) -> set[str]:
-    return {unquote(item.partition("=")[0]).lower() for item in raw_query.split("&") if item}
+    # S3's query parameter names are case-sensitive: ``x-amz-signature`` is an
+    # ordinary parameter, not the presigned URL's, and ``claim_from_query``
+    # reads the exact names.
+    return {unquote(item.partition("=")[0]) for item in raw_query.split("&") if item}
