@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from testkit.certs import Certs, make_certs
 from testkit.etcd import EtcdCluster, require_etcd, running_etcd
 from testkit.meta_world import WORLD_KINDS, MetaWorld, open_world
 from testkit.servers import S3Server, running_s3_server
@@ -20,10 +21,24 @@ _bucket_names = itertools.count()
 # Property tests on a shared, loaded machine (CI runs mounts and servers beside them):
 # slow input generation is the machine's, not a defect of the strategy, so it must not fail
 # a run; the examples themselves are unchanged.
+# In CI (``CI=true``, as ``.ci/run`` runs) the examples are the same on every run
+# (``derandomize``: seeded from each test), so a red run can be reproduced and a green
+# one is not luck; run elsewhere, each run explores new examples, and what they find
+# becomes a named test.
 settings.register_profile(
-    "cloudfs", settings.get_profile("default"), suppress_health_check=[HealthCheck.too_slow]
+    "cloudfs",
+    settings.get_profile("default"),
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=os.environ.get("CI") == "true",
 )
 settings.load_profile("cloudfs")
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A CA, server and client certificates signed by it, and a CA that signed none,
+    for every TLS test of the run (``testkit.certs``)."""
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="session")

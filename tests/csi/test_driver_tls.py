@@ -15,18 +15,13 @@ import pytest
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.tls import load_client_tls
 from cloudfs_csi.csi.v1 import csi_pb2 as csi
-from testkit.certs import Certs, make_certs
+from testkit.certs import Certs
 from testkit.tree_server import TreeServer, running_tree_server
 from tests.csi.conftest import require_mounts
 from tests.csi.harness import Driver, Kubelet, capability
 
 TOKEN = "csi-tls-token-0123456789"
 FAST = 10.0  # seconds a refused TLS call may take (gRPC retries UNAVAILABLE a few times)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

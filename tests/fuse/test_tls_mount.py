@@ -17,17 +17,12 @@ from cloudfs.metrics import Metrics
 from cloudfs.peers.client import PeerGroup
 from cloudfs.tls import load_client_tls
 from cloudfs.ufs.local import LocalObjectStore
-from testkit.certs import Certs, make_certs
+from testkit.certs import Certs
 from testkit.mounts import Backing, mounted, world_traversable_tmpdir
 from testkit.servers import free_port
 from testkit.tree_server import TreeServer, running_tree_server
 
 TOKEN = "mount-tls-token"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

@@ -32,17 +32,12 @@ from cloudfs.tokens import CHECK_SECONDS, TokenFile
 from cloudfs.types import ROOT_INODE
 from cloudfs.ufs.local import LocalObjectStore
 from testkit.cache_workers import running_cache_worker
-from testkit.certs import Certs, make_certs
+from testkit.certs import Certs
 from testkit.tree_server import TreeServer, running_tree_server
 from tests.gateway.conftest import ACCESS_KEY, REPO, SECRET_KEY, gateway_command, gateway_env
 
 BS = 64 * 1024
 FAST = 8.0  # seconds a refused TLS client may take (gRPC retries UNAVAILABLE a few times)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def server_flags(certs: Certs, *, mtls: bool = False) -> tuple[str, ...]:

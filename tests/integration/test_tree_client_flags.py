@@ -26,7 +26,7 @@ from botocore.config import Config
 
 from cloudfs.meta.client.cache_reports import CacheReportClient
 from cloudfs.meta.client.groups import GroupClient
-from testkit.certs import Certs, make_certs
+from testkit.certs import Certs
 from testkit.tree_server import TreeServer, running_tree_server
 from tests.gateway.conftest import ACCESS_KEY, SECRET_KEY, gateway_command, gateway_env
 from tests.integration.test_tls import server_flags, trusting
@@ -35,11 +35,6 @@ from tests.k8s.test_admission_controller import _fake_cluster, _status_writes
 
 TOKEN = "tree-token"
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module", params=["mtls", "plaintext"])

@@ -17,7 +17,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from testkit.certs import Certs, make_certs
+from testkit.certs import Certs
 from testkit.http_service import running_http_service
 from testkit.kube_api import FakeKubeApi, running_fake_kube_api
 from testkit.servers import free_port
@@ -26,11 +26,6 @@ from tests.sidecar.pod_checks import sidecars, validate_pod
 
 CLI = [sys.executable, "-m", "cloudfs.cli.main"]
 TIMEOUT = 10.0
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,7 @@ from cloudfs.cli.mount import add_parser, config_from_args
 from cloudfs.errors import UsageError
 from cloudfs.tls import load_client_tls, load_server_tls
 from cloudfs.tokens import token_source
-from testkit.certs import Certs, make_certs
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
+from testkit.certs import Certs
 
 
 def test_good_files_load(certs: Certs) -> None:
