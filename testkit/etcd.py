@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testkit.binaries import require_binary
+from testkit.certs import Certs
 from testkit.servers import free_port
 
 ETCD_BIN = "/usr/bin/etcd"
@@ -46,6 +48,7 @@ class EtcdMember:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     command: list[str] = field(default_factory=list)  # how ``start`` runs it
+    tls: ssl.SSLContext | None = None  # how this test reaches an https:// client URL
 
     def start(self) -> None:
         """Start (again) this member's process, on its data directory and ports."""
@@ -64,7 +67,7 @@ class EtcdMember:
             f"{self.client_url}/v3/maintenance/status", data=b"{}", method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=2) as resp:
+            with urllib.request.urlopen(request, timeout=2, context=self.tls) as resp:
                 status: dict[str, object] = json.loads(resp.read())
                 return status
         except (OSError, ValueError):
@@ -73,7 +76,8 @@ class EtcdMember:
     def healthy(self) -> bool:
         """Whether this member answers ``/health`` with a leader elected."""
         try:
-            with urllib.request.urlopen(f"{self.client_url}/health", timeout=2) as resp:
+            health = f"{self.client_url}/health"
+            with urllib.request.urlopen(health, timeout=2, context=self.tls) as resp:
                 return bool(json.loads(resp.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
@@ -123,9 +127,20 @@ class EtcdCluster:
             time.sleep(0.1)
 
 
-def _command(binary: str, member: EtcdMember, initial_cluster: str) -> list[str]:
+def _command(binary: str, member: EtcdMember, initial_cluster: str, tls: Certs | None) -> list[str]:
+    client_tls = (
+        [
+            f"--cert-file={tls.server_cert}",
+            f"--key-file={tls.server_key}",
+            f"--trusted-ca-file={tls.ca}",
+            "--client-cert-auth",
+        ]
+        if tls is not None
+        else []
+    )
     return [
         binary,
+        *client_tls,
         f"--name={member.name}",
         f"--data-dir={member.data_dir}",
         f"--listen-client-urls={member.client_url}",
@@ -145,9 +160,18 @@ def _command(binary: str, member: EtcdMember, initial_cluster: str) -> list[str]
 
 @contextmanager
 def running_etcd(
-    tmp_dir: Path, members: int = 1, binary: str | None = None, *, in_memory: bool = True
+    tmp_dir: Path,
+    members: int = 1,
+    binary: str | None = None,
+    *,
+    in_memory: bool = True,
+    tls: Certs | None = None,
 ) -> Iterator[EtcdCluster]:
     """An etcd cluster of ``members`` processes on 127.0.0.1, healthy; killed on exit.
+
+    ``tls``: clients reach the members over TLS (``https://`` client URLs, the
+    server certificate of ``tls``) and must present a certificate its CA signed
+    (``--client-cert-auth``); the members talk to each other in plaintext.
 
     ``in_memory``: the members' data directories on tmpfs (/dev/shm, where there is
     one), as tests want: a raft write costs an fsync of the WAL, which on this kind of
@@ -161,21 +185,23 @@ def running_etcd(
     if in_memory and _tmpfs_room("/dev/shm"):
         data_root = Path(tempfile.mkdtemp(prefix="cloudfs-etcd-", dir="/dev/shm"))
     cluster = EtcdCluster()
+    scheme = "https" if tls is not None else "http"
     for i in range(members):
         name = f"m{i}"
         cluster.members.append(
             EtcdMember(
                 name=name,
-                client_url=f"http://127.0.0.1:{free_port()}",
+                client_url=f"{scheme}://127.0.0.1:{free_port()}",
                 peer_url=f"http://127.0.0.1:{free_port()}",
                 data_dir=data_root / f"{name}.etcd",
                 log_path=tmp_dir / f"{name}.log",
+                tls=_client_context(tls) if tls is not None else None,
             )
         )
     initial = ",".join(f"{m.name}={m.peer_url}" for m in cluster.members)
     try:
         for m in cluster.members:
-            m.command = _command(binary, m, initial)
+            m.command = _command(binary, m, initial, tls)
             m.log_path.write_bytes(b"")
             m.start()
         cluster.wait_healthy()
@@ -186,6 +212,12 @@ def running_etcd(
                 m.kill()
         if data_root != tmp_dir:
             shutil.rmtree(data_root, ignore_errors=True)
+
+
+def _client_context(tls: Certs) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(tls.ca))
+    context.load_cert_chain(str(tls.client_cert), str(tls.client_key))
+    return context
 
 
 def _tmpfs_room(path: str) -> bool:

@@ -38,7 +38,10 @@ def add_parser(commands: Any) -> None:
         "serve", help="serve volumes' trees over gRPC", description=__doc__
     )
     p.add_argument(
-        "--engine", required=True, help="lmdb:///dir (one server) or etcd://h1:2379,h2:2379"
+        "--engine",
+        required=True,
+        help="lmdb:///dir (one server) or etcd://h1:2379,h2:2379[/prefix]"
+        "[?cacert=FILE&cert=FILE&key=FILE] (TLS to etcd: docs/security.md)",
     )
     p.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT (127.0.0.1:7070)")
     p.add_argument("--token-file", help="clients must send the token in this file")

@@ -7,9 +7,11 @@ error is a gRPC status whose code and details are etcd's (``OUT_OF_RANGE``
 One ``grpc.Channel`` per endpoint, shared by every thread (gRPC multiplexes
 calls on its HTTP/2 connection and reconnects by itself, after at most
 ``RECONNECT_MAX_MS`` once a member is back). Every call has ``timeout`` as its
-deadline. ``https://`` endpoints are reached over TLS, checked against the
-system's roots (``grpc.ssl_channel_credentials()``), as the JSON gateway client did;
-``http://`` and bare ``host:port`` in plaintext.
+deadline. ``https://`` endpoints are reached over TLS: checked against the CA of
+a ``ClientTLS`` when one is given (a private CA, with this client's certificate for
+etcd's ``--client-cert-auth``), else against the system's roots; ``server_name``
+is the name the members' certificates must carry when it is not the endpoint's
+host. ``http://`` and bare ``host:port`` are plaintext.
 
 Failover: a call that cannot reach an endpoint, that runs past its deadline or
 that etcd answers with Unavailable (no leader, leader changed, request timed
@@ -34,6 +36,7 @@ import grpc
 
 from cloudfs.errors import RemoteIOError
 from cloudfs.etcdpb import rpc_pb2_grpc as rpc
+from cloudfs.tls import ClientTLS
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE  # a member cannot serve right now
 DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED
@@ -67,11 +70,13 @@ def parse_endpoint(endpoint: str) -> tuple[str, str, int]:
     return url.scheme, url.hostname, url.port or 2379
 
 
-def open_channel(endpoint: str) -> grpc.Channel:
+def open_channel(
+    endpoint: str, tls: ClientTLS | None = None, server_name: str | None = None
+) -> grpc.Channel:
     """A channel to one member (``http(s)://host:port``): TLS for https."""
     scheme, host, port = parse_endpoint(endpoint)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    options = [
+    options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", -1),  # etcd bounds its answers itself
         ("grpc.max_send_message_length", -1),  # and refuses what is over --max-request-bytes
         ("grpc.initial_reconnect_backoff_ms", 100),
@@ -79,7 +84,10 @@ def open_channel(endpoint: str) -> grpc.Channel:
         ("grpc.max_reconnect_backoff_ms", RECONNECT_MAX_MS),
     ]
     if scheme == "https":
-        return grpc.secure_channel(target, grpc.ssl_channel_credentials(), options=options)
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        credentials = tls.grpc_credentials() if tls else grpc.ssl_channel_credentials()
+        return grpc.secure_channel(target, credentials, options=options)
     return grpc.insecure_channel(target, options=options)
 
 
@@ -100,9 +108,18 @@ class EtcdClient:
         retry_for: seconds during which failed calls go round the endpoints
             again (every endpoint is tried at least once); longer than an
             election (etcd's ``--election-timeout``, 1 s by default).
+        tls, server_name: how ``https://`` endpoints are checked (``open_channel``).
     """
 
-    def __init__(self, endpoints: list[str], timeout: float, retry_for: float) -> None:
+    def __init__(
+        self,
+        endpoints: list[str],
+        timeout: float,
+        retry_for: float,
+        *,
+        tls: ClientTLS | None = None,
+        server_name: str | None = None,
+    ) -> None:
         if not endpoints:
             raise ValueError("no etcd endpoint")
         urls = []
@@ -111,7 +128,7 @@ class EtcdClient:
             urls.append(f"{scheme}://{host}:{port}")
         self._members: list[_Member] = []
         for url in urls:
-            channel = open_channel(url)
+            channel = open_channel(url, tls, server_name)
             kv = rpc.KVStub(channel)  # type: ignore[no-untyped-call]
             watch = rpc.WatchStub(channel)  # type: ignore[no-untyped-call]
             self._members.append(_Member(url, channel, kv, watch))

@@ -65,7 +65,6 @@ import os
 import random
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,6 +72,7 @@ from typing import Any
 
 from cloudfs.errors import RemoteIOError, StartupError, TxnConflict, UsageError
 from cloudfs.etcdpb import rpc_pb2 as pb
+from cloudfs.meta.engine import etcd_uri
 from cloudfs.meta.engine.etcd_grpc import (
     INVALID_ARGUMENT,
     OUT_OF_RANGE,
@@ -83,12 +83,13 @@ from cloudfs.meta.engine.etcd_grpc import (
 )
 from cloudfs.meta.engine.etcd_lock import EtcdMutex, Fence
 from cloudfs.meta.engine.etcd_txn import MARKERS, EtcdTxn, prefix_end
+from cloudfs.meta.engine.etcd_uri import DEFAULT_PREFIX
 from cloudfs.meta.engine.etcd_watch import EtcdWatch
+from cloudfs.tls import ClientTLS
 
 log = logging.getLogger(__name__)
 
 COMMIT_SENDS = 8  # sends of one commit whose outcome stays unknown, ~3 s of pauses
-DEFAULT_PREFIX = b"cloudfs/"
 DEFAULT_TIMEOUT = 5.0  # seconds: the deadline of each etcd call
 DEFAULT_RETRY_FOR = 10.0  # seconds of failover before RemoteIOError
 
@@ -103,11 +104,13 @@ class EtcdKV:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         retry_for: float = DEFAULT_RETRY_FOR,
+        tls: ClientTLS | None = None,
+        server_name: str | None = None,
     ) -> None:
         if not prefix:
             raise ValueError("an empty prefix would share etcd's whole key space")
         self.prefix = prefix
-        self._client = EtcdClient(endpoints, timeout, retry_for)
+        self._client = EtcdClient(endpoints, timeout, retry_for, tls=tls, server_name=server_name)
         self._fences = threading.local()  # a Fence while this thread holds a mutex
         self._markers = prefix + MARKERS + uuid.uuid4().hex.encode() + b"/"
         self._closed = False
@@ -227,19 +230,23 @@ def _marked(answer: pb.TxnResponse, commit_id: bytes) -> bool:
 def open_engine(
     uri: str, timeout: float = DEFAULT_TIMEOUT, retry_for: float = DEFAULT_RETRY_FOR
 ) -> EtcdKV:
-    """The engine of ``etcd://host:port[,host:port...][/prefix]`` (prefix ``cloudfs/``).
+    """The engine of ``etcd://host:port[,host:port...][/prefix][?TLS parameters]``
+    (prefix ``cloudfs/``; the parameters: ``etcd_uri``).
 
     Raises:
-        UsageError: a malformed URI.
+        UsageError: a malformed URI, or a TLS file that cannot be used.
         StartupError: no endpoint answers a read.
     """
-    url = urllib.parse.urlsplit(uri)
-    hosts = [h for h in url.netloc.split(",") if h]
-    if url.scheme != "etcd" or not hosts:
-        raise UsageError(f"expected etcd://host:port[,host:port...][/prefix], got '{uri}'")
-    prefix = urllib.parse.unquote_to_bytes(url.path.lstrip("/")) or DEFAULT_PREFIX
+    target = etcd_uri.parse(uri)
     try:
-        engine = EtcdKV([f"http://{h}" for h in hosts], prefix, timeout, retry_for=retry_for)
+        engine = EtcdKV(
+            target.endpoints,
+            target.prefix,
+            timeout,
+            retry_for=retry_for,
+            tls=target.tls,
+            server_name=target.server_name,
+        )
     except ValueError as e:
         raise UsageError(f"bad engine '{uri}': {e}") from None
     try:
@@ -247,5 +254,15 @@ def open_engine(
             txn.get(b"")
     except RemoteIOError as e:
         engine.close()
-        raise StartupError(f"cannot reach etcd at {', '.join(hosts)}: {e}") from None
+        where = ", ".join(target.endpoints)
+        raise StartupError(f"cannot reach etcd at {where}: {e}{_tls_hint(target)}") from None
     return engine
+
+
+def _tls_hint(target: etcd_uri.EtcdTarget) -> str:
+    """What to add to the URI if etcd refused this client's TLS (or its lack of it)."""
+    if target.tls is None:
+        return "; if etcd serves TLS, add ?cacert=FILE (its CA)"
+    if target.tls.cert is None:
+        return "; if etcd asks for client certificates (--client-cert-auth), add cert= and key="
+    return ""
