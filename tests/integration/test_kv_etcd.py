@@ -218,6 +218,57 @@ def test_a_lost_answer_of_an_applied_commit_is_not_run_again_after_its_keys_chan
     other.close()
 
 
+def lagging_member(kv: EtcdKV, monkeypatch: pytest.MonkeyPatch, at: int) -> list[bool]:
+    """Answer every read a member serves alone (serializable) that would start a snapshot
+    as of revision ``at``, as a member that is behind would; the first-read kinds
+    (serializable or not) in order."""
+    client = kv._client
+    real = client._send
+    firsts: list[bool] = []
+
+    def send(index: int, method: str, request: Any) -> Any:
+        reads = [request] if method == "Range" else [op.request_range for op in request.success]
+        for read in reads:
+            if not read.revision and read.key:  # a first read (not a commit's ops)
+                firsts.append(read.serializable)
+                if read.serializable:
+                    read.revision = at
+        return real(index, method, request)
+
+    monkeypatch.setattr(client, "_send", send)
+    return firsts
+
+
+def test_write_transactions_read_locally_and_an_error_of_a_stale_read_is_not_final(
+    kv: EtcdKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create that finds its name taken on a member still behind a removal is run
+    again through the leader, not answered EEXIST; so is a result read there."""
+    with kv.transaction(write=True) as txn:
+        txn.put(b"name", b"old")
+    with kv.transaction(write=True) as txn:
+        txn.put(b"other", b"x")
+    before = kv.range(pb.RangeRequest(key=kv.prefix + b"name")).header.revision
+    with kv.transaction(write=True) as txn:
+        txn.delete(b"name")
+        txn.put(b"other", b"y")
+    firsts = lagging_member(kv, monkeypatch, before)
+
+    def create(txn: Any) -> None:
+        if txn.get(b"name") is not None:
+            raise errors.AlreadyExists("name")
+        txn.put(b"name", b"new")
+
+    write_txn(kv, create)
+    assert firsts == [True, False]  # local, then through the leader after the conflict
+    assert write_txn(kv, lambda txn: txn.get(b"other")) == b"y"
+    assert firsts[2:] == [True, False]
+    assert get(kv, b"name") == b"new"
+    with kv.transaction(write=False) as txn:  # a read-only transaction asks the leader
+        txn.get(b"name")
+    assert firsts[-1] is False
+
+
 def test_a_snapshot_compacted_away_is_a_conflict(kv: EtcdKV) -> None:
     put(kv, b"a", b"1")
     with pytest.raises(errors.TxnConflict), kv.transaction(write=False) as txn:

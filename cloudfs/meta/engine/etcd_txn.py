@@ -47,10 +47,14 @@ def _before(key: bytes, end: bytes) -> bool:
 class EtcdTxn:
     """A transaction reading through ``etcd`` (an ``EtcdKV``), its keys under ``prefix``."""
 
-    def __init__(self, etcd: Calls, prefix: bytes, write: bool) -> None:
+    def __init__(self, etcd: Calls, prefix: bytes, write: bool, *, local_first: bool) -> None:
         self._etcd = etcd
         self._prefix = prefix
         self._write = write
+        # the first read served by the member asked (serializable), not through the
+        # leader: it may be a little behind, which only a write transaction may risk
+        # (kv_etcd: its commit or ``validation_request`` checks what it read)
+        self.local_first = local_first
         self.revision = 0  # the snapshot, set by the first read
         self.seen: dict[bytes, tuple[bytes | None, int]] = {}  # key -> (value, mod_revision)
         self.ranges: list[tuple[bytes, bytes]] = []  # scanned [start, end) (write only)
@@ -72,7 +76,8 @@ class EtcdTxn:
         request = pb.RangeRequest(key=key, range_end=end or b"", limit=limit)
         if self.revision:
             answer = self._at_snapshot(request)
-        else:  # the first read: linearizable, it sees every commit before it
+        else:  # the first read: linearizable (it sees every commit before it) or local
+            request.serializable = self.local_first
             answer = self._etcd.range(request)
             self.revision = answer.header.revision
         pairs = []
@@ -117,8 +122,11 @@ class EtcdTxn:
         return [self.writes[f] if f in self.writes else self.seen[f][0] for f in fulls]
 
     def _read_many(self, fulls: list[bytes]) -> None:
+        local = bool(self.revision) or self.local_first  # every range of it, or none
         ops = [
-            pb.RequestOp(request_range=pb.RangeRequest(key=f, revision=self.revision))
+            pb.RequestOp(
+                request_range=pb.RangeRequest(key=f, revision=self.revision, serializable=local)
+            )
             for f in fulls
         ]
         answer = self._etcd.txn(pb.TxnRequest(success=ops))
@@ -187,6 +195,25 @@ class EtcdTxn:
         """The etcd Txn that commits this transaction; None when it wrote nothing."""
         if not self.writes:
             return None
+        ops = [
+            pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))
+            if v is None
+            else pb.RequestOp(request_put=pb.PutRequest(key=k, value=v))
+            for k, v in self.writes.items()
+        ]
+        return pb.TxnRequest(compare=self._compares(), success=ops)
+
+    def validation_request(self) -> pb.TxnRequest | None:
+        """A Txn that succeeds only if what this transaction read still holds (its
+        compares, no op), for an outcome no commit checks: an error or nothing written
+        after a local first read. None when it read nothing."""
+        if not self.seen and not self.ranges:
+            return None
+        return pb.TxnRequest(compare=self._compares())
+
+    def _compares(self) -> list[pb.Compare]:
+        """Every key read still at the ``mod_revision`` seen; no key in a scanned range
+        changed after the snapshot."""
         compares = [
             pb.Compare(key=k, target=MOD, result=EQUAL, mod_revision=mod)
             for k, (_, mod) in self.seen.items()
@@ -197,13 +224,7 @@ class EtcdTxn:
             )
             for start, stop in _coalesce(self.ranges)
         ]
-        ops = [
-            pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))
-            if v is None
-            else pb.RequestOp(request_put=pb.PutRequest(key=k, value=v))
-            for k, v in self.writes.items()
-        ]
-        return pb.TxnRequest(compare=compares, success=ops)
+        return compares
 
 
 def _coalesce(ranges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
