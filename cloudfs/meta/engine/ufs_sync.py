@@ -231,6 +231,7 @@ def merge_listing(
         busy |= {n for n in current.keys() | trust.keys() if current.get(n) != trust.get(n)}
     existing = {n: i for n, i in tree.children(txn, dir_ino) if n not in busy}
     listing = {n: info for n, info in listing.items() if n not in busy}
+    tree.find_many(txn, list(existing.values()))  # what _reconcile reads: 128 to a round trip
     delta = 0
     changed = False
     new_names = sorted(name for name in listing if name not in existing)
