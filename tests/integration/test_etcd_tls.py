@@ -88,3 +88,18 @@ def test_meta_serve_says_what_is_wrong_with_the_uri_in_one_line(certs: Certs) ->
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert "unknown parameter 'colour'" in proc.stderr
+
+
+def test_meta_serve_refused_by_etcd_says_so_in_one_line(
+    tls_etcd: EtcdCluster, certs: Certs
+) -> None:
+    """No lines of gRPC's own on stderr: the command's line carries the handshake's reason."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cloudfs.cli.main", "meta", "serve", "--no-token",
+         "--engine", uri(tls_etcd, f"cacert={certs.ca}")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("cloudfs: cannot reach etcd")
+    assert "add cert= and key=" in proc.stderr

@@ -124,6 +124,7 @@ class EtcdKV:
         self._after_conflict = threading.local()
         self._markers = prefix + MARKERS + uuid.uuid4().hex.encode() + b"/"
         self._closed = False
+        self._marked = False  # whether a commit of this engine was sent (a marker may exist)
 
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
         answer: pb.RangeResponse = self.call("Range", request)
@@ -177,6 +178,7 @@ class EtcdKV:
             if local_first:  # what it returns may come of a read that was behind
                 self._check_current(txn)
             return
+        self._marked = True
         marker = self._markers + str(threading.get_ident()).encode()
         commit_id = os.urandom(16)
         request.success.append(pb.RequestOp(request_put=pb.PutRequest(key=marker, value=commit_id)))
@@ -243,8 +245,9 @@ class EtcdKV:
             return
         self._closed = True
         try:  # this engine's commit markers (a process that died leaves a few small keys)
-            gone = pb.DeleteRangeRequest(key=self._markers, range_end=prefix_end(self._markers))
-            self._client.call_once("DeleteRange", gone, timeout=1.0)
+            if self._marked:
+                gone = pb.DeleteRangeRequest(key=self._markers, range_end=prefix_end(self._markers))
+                self._client.call_once("DeleteRange", gone, timeout=1.0)
         except RemoteIOError as exc:
             log.info("could not delete this engine's commit markers: %s", exc)
         self._client.close()
