@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 from cloudfs.errors import InvalidArgument
 from cloudfs.meta.change_queue import ChangeQueue
 from cloudfs.meta.engine import (
+    codec,
     inode_numbers,
     ops_attr,
     ops_create,
@@ -153,10 +154,34 @@ class EmbeddedMeta:
         if ino is not None and rec is not None and tree.is_dir(rec):
             self._loader.ensure_fresh(ino)
 
+    def _fresh_for_rename(self, parent: InodeId, new_parent: InodeId, new_name: bytes) -> None:
+        """List both directories if due, and a directory the rename would replace (its
+        emptiness is checked), asking the tree once where none is due (three reads
+        before: one round trip each over etcd)."""
+        with self._ctx.kv.transaction(write=False) as txn:
+            txn.get_many(
+                [
+                    codec.inode_key(parent),
+                    codec.inode_key(new_parent),
+                    codec.dentry_key(new_parent, new_name),
+                ]
+            )
+            due = [
+                d for d in (parent, new_parent) if not self._loader.is_fresh(tree.load_dir(txn, d))
+            ]
+            ino = tree.child(txn, new_parent, new_name)
+            rec = None if ino is None else tree.find(txn, ino)
+        for directory in dict.fromkeys(due):
+            self._loader.ensure_fresh(directory)
+        if due:  # a listing may have changed what the new name holds
+            self._fresh_child_dir(new_parent, new_name)
+        elif ino is not None and rec is not None and tree.is_dir(rec):
+            self._loader.ensure_fresh(ino)
+
     def _listed_first(self, parent: InodeId, change: Callable[[tree.Listed], T]) -> T:
-        """``change(listed)``, a change that adds a name in ``parent``, checking in its own
-        transaction that ``parent`` is listed (no read of its own first: one round trip
-        less over etcd); if it is due, list it, then run the change unchecked."""
+        """``change(listed)``, a change that adds or removes a name in ``parent``, checking
+        in its own transaction that ``parent`` is listed (no read of its own first: one
+        round trip less over etcd); if it is due, list it, then run the change unchecked."""
         try:
             return change(self._loader.is_fresh)
         except tree.DueForListing:
@@ -273,8 +298,9 @@ class EmbeddedMeta:
 
     def unlink(self, parent: InodeId, name: bytes) -> Attr:
         validate_name(name)
-        self._loader.ensure_fresh(parent)
-        return ops_remove.unlink(self._ctx, parent, name)
+        return self._listed_first(
+            parent, lambda listed: ops_remove.unlink(self._ctx, parent, name, listed)
+        )
 
     def rmdir(self, parent: InodeId, name: bytes) -> None:
         validate_name(name)
@@ -287,9 +313,7 @@ class EmbeddedMeta:
     ) -> None:
         validate_name(name)
         validate_name(new_name)
-        self._loader.ensure_fresh(parent)
-        self._loader.ensure_fresh(new_parent)
-        self._fresh_child_dir(new_parent, new_name)
+        self._fresh_for_rename(parent, new_parent, new_name)
         moved, replaced = ops_rename.rename(
             self._ctx, parent, name, new_parent, new_name, flags, self._ns_lock
         )

@@ -349,6 +349,34 @@ def test_refreshing_a_10000_entry_directory(
     assert world.meta.getattr(big).nlink == 2
 
 
+def test_round_trips_per_change_over_etcd(
+    etcd: EtcdCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each change's etcd calls, counted so that a regression shows: a create is a read
+    and a commit; an unlink and a rename of an uploaded file plan (reads, the
+    reservations' commit), move in the UFS and commit. Both directories' listings are
+    checked in the plan's own reads or in one read before it, not one read each."""
+    world = make_world("etcd-kv", str(tmp_path), etcd.endpoints)
+    try:
+        meta = world.meta
+        top = meta.mkdir(ROOT_INODE, b"top", 0o040755, 0, 0).inode
+        for name in (b"a", b"b"):
+            attr, _ = meta.create_open(top, name, 0o644, 0, 0)
+            world.upload(attr.inode, b"x")
+            meta.release(attr.inode)
+        calls = count_calls(monkeypatch)
+        meta.create(top, b"c", 0o100644, 0, 0)
+        assert len(calls) == 2, calls
+        calls.clear()
+        meta.rename(top, b"a", top, b"r")
+        assert len(calls) == 6, calls  # was 8: a read of each directory and of the target
+        calls.clear()
+        meta.unlink(top, b"b")
+        assert len(calls) == 7, calls  # was 8: the directory's listing checked in the plan
+    finally:
+        world.meta.close()
+
+
 def count_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The etcd calls made from now on (their method names), by every engine."""
     calls: list[str] = []

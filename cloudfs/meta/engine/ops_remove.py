@@ -21,7 +21,9 @@ from cloudfs.meta.engine.store_calls import call_store
 from cloudfs.types import Attr
 
 
-def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
+def unlink(ctx: TreeContext, parent: int, name: bytes, listed: tree.Listed = None) -> Attr:
+    """``listed``: checks that ``parent`` is listed, on the record the plan reads
+    (``tree.check_listed``; ``DueForListing`` if not)."""
     validate_name(name)
 
     def plan(txn: KVTxn) -> tuple[tuple[int, tuple[str, str] | None, str | None], list[bytes]]:
@@ -33,7 +35,7 @@ def unlink(ctx: TreeContext, parent: int, name: bytes) -> Attr:
                 reserve.FENCE_KEY,
             ]
         )
-        tree.load_dir(txn, parent)
+        tree.check_listed(tree.load_dir(txn, parent), listed)
         ino = tree.child(txn, parent, name)
         if ino is None:
             raise NotFound(f"{name!r}")

@@ -110,3 +110,20 @@ def test_rename_exchange(w: MetaWorld) -> None:
     assert w.meta.getattr(R).nlink == 3
     with pytest.raises(errors.InvalidArgument):
         w.meta.rename(d, b"b", R, b"a", RENAME_EXCHANGE)
+
+
+def test_rename_lists_stale_directories_first(w: MetaWorld) -> None:
+    """Names that reached the UFS after the last listing are found once it is due: the
+    source, and a directory at the target whose new object makes it non-empty."""
+    d = w.meta.mkdir(R, b"d", 0o755, 0, 0).inode
+    w.meta.lookup(R, b"d")
+    w.store.put_bytes("late.txt", b"L")
+    w.store.put_bytes("d/full/x", b"x")
+    w.expire()
+    w.meta.rename(R, b"late.txt", d, b"moved.txt")
+    assert w.ufs_data("d/moved.txt") == b"L"
+    e = w.meta.mkdir(R, b"e", 0o755, 0, 0).inode
+    w.store.put_bytes("e/sub/y", b"y")  # e/sub appears in the UFS only
+    w.expire()
+    with pytest.raises(errors.NotEmpty):
+        w.meta.rename(d, b"full", e, b"sub")
