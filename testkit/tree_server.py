@@ -27,7 +27,7 @@ class TreeServer:
     token: str | None = None
     command: list[str] = field(default_factory=list)  # with --listen at ``address``
     env: dict[str, str] | None = None
-    log_path: Path | None = None
+    log_path: Path = Path()  # where its stderr goes (running_tree_server's doc)
     tls: ClientTLS | None = None  # how clients reach a server started with TLS flags
     token_file: str | None = None  # rewrite it to rotate the token
 
@@ -65,29 +65,27 @@ class TreeServer:
         """Start the server again on the same address (after ``kill`` or ``stop``)."""
         self.stop()
         self.proc = _start(self.command, self.env, self.log_path)
-        _await_listening(self.proc)
+        _await_listening(self.proc, self.log_path)
 
 
-def _start(
-    cmd: list[str], env: dict[str, str] | None, log_path: Path | None
-) -> subprocess.Popen[str]:
-    if log_path is None:
-        return subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-        )
+def _start(cmd: list[str], env: dict[str, str] | None, log_path: Path) -> subprocess.Popen[str]:
     with open(log_path, "a") as log:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
 
 
-def _await_listening(proc: subprocess.Popen[str]) -> str:
-    """The address the server prints once it serves ("listening on HOST:PORT")."""
+def _await_listening(proc: subprocess.Popen[str], log_path: Path) -> str:
+    """The address the server prints once it serves ("listening on HOST:PORT"); if it
+    exits instead, a ``RuntimeError`` with the end of its log (why it did not start)."""
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("listening on "):
         with suppress(OSError):
             proc.kill()
         proc.wait(timeout=15)
-        raise RuntimeError(f"tree server did not start (exit {proc.poll()}): {line!r}")
+        tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+        raise RuntimeError(
+            f"tree server did not start (exit {proc.poll()}): {line!r}; its log ends:\n{tail}"
+        )
     return line.split()[-1]
 
 
@@ -104,7 +102,8 @@ def running_tree_server(
 ) -> Iterator[TreeServer]:
     """``cloudfs meta serve`` on ``listen`` (127.0.0.1, a free port); stopped (SIGTERM) on exit.
 
-    ``log_path``: where the server's log (stderr) goes; dropped when ``None``;
+    ``log_path``: where the server's log (stderr) goes; when ``None``, a file removed
+    at the end (kept long enough to say why a server did not start);
     ``args``: more flags (``--tls-cert``...); ``tls``: what ``new_volume`` dials with.
     ``TreeServer.kill`` and ``restart`` let a test crash it and bring it back
     on the same address.
@@ -123,10 +122,11 @@ def running_tree_server(
         cmd += ["--token-file", token_file]
     else:
         cmd += ["--no-token"]
+    log_path = log_path or Path(work) / "server.log"  # removed with ``work`` at the end
     proc = _start(cmd, env, log_path)
     server: TreeServer | None = None
     try:
-        address = _await_listening(proc)
+        address = _await_listening(proc, log_path)
         fixed = [*cmd]
         fixed[fixed.index("--listen") + 1] = address  # a restart comes back on this port
         server = TreeServer(address, proc, token, fixed, env, log_path, tls, token_file)
