@@ -346,7 +346,8 @@ class Uploader:
         key = await self._sink.key_of(entry.inode)
         if owed.put is not None and owed.put.key != key:
             await self._drop_put(owed)  # renamed or unlinked since an attempt put it
-        if key is None and recovered:
+        lost = key is None and recovered  # no entry to commit to: the object is all there is
+        if lost:
             log.warning(
                 "the tree does not know inode %d from the journal (lost in a crash?):"
                 " uploading it as %r, its name when it was closed", entry.inode, entry.key,
@@ -364,9 +365,12 @@ class Uploader:
             abandon_on_cancel=True,  # the end of the mount (see the module's docstring)
         )
         owed.put = info  # until committed: removed if its file goes away first
+        if lost:  # kept, uncommitted: a listing of its directory shows it
+            owed.put = None
+            self._metrics.writeback_uploads.labels("ok").inc()
+            self._metrics.writeback_uploaded_bytes.inc(entry.size)
+            return True
         now_key = await self._sink.key_of(entry.inode)
-        if recovered and now_key is None:
-            now_key = key
         if now_key != key:  # renamed or unlinked while the put ran
             if now_key is None:
                 await trio.to_thread.run_sync(self._store.delete, key, limiter=self._limiter)

@@ -1,5 +1,6 @@
-"""A write-back upload committed after a rename it did not see: the object follows
-the file to its new key before the tree records it (the soak's lost checkpoint)."""
+"""Write-back uploads through the real committer and tree: one committed after a rename
+it did not see follows the file to its new key before the tree records it (the soak's
+lost checkpoint); one whose file the tree lost in a crash stays in the UFS."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import pytest
 import trio
 
 from cloudfs.data.commit import Committer
-from cloudfs.data.journal import JournalEntry
+from cloudfs.data.journal import JournalEntry, WriteJournal
+from cloudfs.data.uploader import Uploader, UploadPolicy
 from cloudfs.errors import ObjectChanged
+from cloudfs.metrics import Metrics
 from cloudfs.types import ROOT_INODE, Attr, InodeId
 from testkit.meta_world import make_world
+from tests.unit.data.test_writeback import drained, run, staged
 
 R = ROOT_INODE
 
@@ -80,3 +84,29 @@ def test_an_upload_does_not_carry_off_another_files_bytes_put_under_its_old_name
     assert "ckpt/latest.bin" not in store.stored_keys()
     assert meta.getattr(first).etag == ""  # still owed: the uploader tries again
     meta.close()
+
+
+def test_a_recovered_entry_the_tree_lost_stays_in_the_ufs_under_its_old_name(
+    tmp_path: Path,
+) -> None:
+    """After a crash whose tree lost the file, the journal's bytes are uploaded under the
+    name they were closed with and kept there: no tree entry to commit them to, and
+    nothing else holds them once the journal forgets them."""
+    w = make_world("memory-kv", str(tmp_path / "tree"))
+    journal = WriteJournal(str(tmp_path / "wb"))
+    journal.seal(9, "ckpt/last.pt", 4, 1, staged(tmp_path, "s", b"data"))  # inode 9: unknown
+    uploader = Uploader(
+        journal, w.store, _committer(w.meta, w.store), Metrics(), UploadPolicy(),
+        trio.CapacityLimiter(2),
+    )  # fmt: skip
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(uploader.run)
+            uploader.submit(WriteJournal(str(tmp_path / "wb")).recover()[0], recovered=True)
+            assert await drained(uploader, 10)
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert w.store.get_range("ckpt/last.pt", 0, 100) == b"data"
+    w.meta.close()
