@@ -124,7 +124,7 @@ class EtcdKV:
         self._after_conflict = threading.local()
         self._markers = prefix + MARKERS + uuid.uuid4().hex.encode() + b"/"
         self._closed = False
-        self._marked = False  # whether a commit of this engine was sent (a marker may exist)
+        self._sent_commits = False  # whether this engine sent a commit (a marker may exist)
 
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
         answer: pb.RangeResponse = self.call("Range", request)
@@ -178,7 +178,7 @@ class EtcdKV:
             if local_first:  # what it returns may come of a read that was behind
                 self._check_current(txn)
             return
-        self._marked = True
+        self._sent_commits = True
         marker = self._markers + str(threading.get_ident()).encode()
         commit_id = os.urandom(16)
         request.success.append(pb.RequestOp(request_put=pb.PutRequest(key=marker, value=commit_id)))
@@ -245,7 +245,7 @@ class EtcdKV:
             return
         self._closed = True
         try:  # this engine's commit markers (a process that died leaves a few small keys)
-            if self._marked:
+            if self._sent_commits:
                 gone = pb.DeleteRangeRequest(key=self._markers, range_end=prefix_end(self._markers))
                 self._client.call_once("DeleteRange", gone, timeout=1.0)
         except RemoteIOError as exc:
