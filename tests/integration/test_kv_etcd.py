@@ -19,7 +19,7 @@ import pytest
 
 from cloudfs import errors
 from cloudfs.etcdpb import rpc_pb2 as pb
-from cloudfs.meta.engine.etcd_grpc import EtcdClient
+from cloudfs.meta.engine.etcd_grpc import EtcdClient, EtcdError
 from cloudfs.meta.engine.kv_etcd import EtcdKV, open_engine
 from cloudfs.meta.engine.kv_retry import write_txn
 from cloudfs.types import ROOT_INODE, InodeId
@@ -268,6 +268,35 @@ def test_write_transactions_read_locally_and_an_error_of_a_stale_read_is_not_fin
     with kv.transaction(write=False) as txn:  # a read-only transaction asks the leader
         txn.get(b"name")
     assert firsts[-1] is False
+
+
+def test_reads_at_the_snapshot_from_a_member_behind_it_go_through_the_leader(
+    kv: EtcdKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failover, the member asked may not have applied the snapshot yet: a batch
+    read served by it fails as a future revision and is read again through the leader."""
+    put(kv, b"a", b"1")
+    put(kv, b"b", b"2")
+    real = kv.txn
+    refused: list[bool] = []
+
+    def txn(request: pb.TxnRequest, *, idempotent: bool = True) -> pb.TxnResponse:
+        reads = [op.request_range for op in request.success if op.HasField("request_range")]
+        if reads and reads[0].revision and reads[0].serializable and not refused:
+            refused.append(True)
+            raise EtcdError(
+                grpc.StatusCode.OUT_OF_RANGE,
+                "etcdserver: mvcc: required revision is a future revision",
+            )
+        return real(request, idempotent=idempotent)
+
+    monkeypatch.setattr(kv, "txn", txn)
+    for write in (False, True):
+        refused.clear()
+        with kv.transaction(write=write) as t:
+            assert t.get(b"a") == b"1"  # the snapshot
+            assert t.get_many([b"b"]) == [b"2"]  # at it: refused once, then through the leader
+        assert refused == [True]
 
 
 def test_a_snapshot_compacted_away_is_a_conflict(kv: EtcdKV) -> None:

@@ -92,8 +92,8 @@ class EtcdTxn:
         request.serializable = True
         try:
             return self._etcd.range(request)
-        except EtcdError as exc:  # a member behind the snapshot (after a failover)
-            if exc.code != OUT_OF_RANGE or "future revision" not in exc.detail:
+        except EtcdError as exc:
+            if not _behind(exc):
                 raise
         request.serializable = False
         return self._etcd.range(request)
@@ -122,19 +122,31 @@ class EtcdTxn:
         return [self.writes[f] if f in self.writes else self.seen[f][0] for f in fulls]
 
     def _read_many(self, fulls: list[bytes]) -> None:
-        local = bool(self.revision) or self.local_first  # every range of it, or none
-        ops = [
-            pb.RequestOp(
-                request_range=pb.RangeRequest(key=f, revision=self.revision, serializable=local)
-            )
-            for f in fulls
-        ]
-        answer = self._etcd.txn(pb.TxnRequest(success=ops))
+        # served by the member asked (every range of the Txn, or none): at the snapshot,
+        # or as the first read of a write transaction
+        local = bool(self.revision) or self.local_first
+        try:
+            answer = self._etcd.txn(self._reads(fulls, local))
+        except EtcdError as exc:
+            if not (local and self.revision and _behind(exc)):
+                raise
+            answer = self._etcd.txn(self._reads(fulls, False))
         if not self.revision:  # the first read of this transaction: its snapshot
             self.revision = answer.header.revision
         for full, response in zip(fulls, answer.responses, strict=True):
             kvs = response.response_range.kvs
             self.seen[full] = (kvs[0].value, kvs[0].mod_revision) if kvs else (None, 0)
+
+    def _reads(self, fulls: list[bytes], serializable: bool) -> pb.TxnRequest:
+        ops = [
+            pb.RequestOp(
+                request_range=pb.RangeRequest(
+                    key=f, revision=self.revision, serializable=serializable
+                )
+            )
+            for f in fulls
+        ]
+        return pb.TxnRequest(success=ops)
 
     def put(self, key: bytes, value: bytes) -> None:
         self._check(key, writing=True)
@@ -225,6 +237,12 @@ class EtcdTxn:
             for start, stop in _coalesce(self.ranges)
         ]
         return compares
+
+
+def _behind(exc: EtcdError) -> bool:
+    """Whether a read at the snapshot failed only because the member asked has not
+    applied it yet (after a failover): read again through the leader."""
+    return exc.code == OUT_OF_RANGE and "future revision" in exc.detail
 
 
 def _coalesce(ranges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
