@@ -20,7 +20,7 @@ from typing import BinaryIO
 from cloudfs.errors import NotFound
 from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs.interface import check_version
-from cloudfs.ufs.s3 import validate_s3_key
+from cloudfs.ufs.s3_errors import validate_s3_key
 
 
 class MemoryObjectStore:

@@ -42,7 +42,6 @@ from botocore.exceptions import (
 
 from cloudfs.config import S3Config
 from cloudfs.errors import (
-    IllegalName,
     InvalidArgument,
     NameTooLong,
     NotFound,
@@ -54,8 +53,16 @@ from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs import s3_resumable
 from cloudfs.ufs.interface import check_dir_move, child_key
 from cloudfs.ufs.s3_direct import Body, DirectGet
-from cloudfs.ufs.s3_errors import error_code, http_status, patiently, translate, translating
-from cloudfs.ufs.s3_native import NativeGet
+from cloudfs.ufs.s3_errors import (
+    S3_KEY_MAX,
+    error_code,
+    http_status,
+    patiently,
+    translate,
+    translating,
+    validate_s3_key,
+)
+from cloudfs.ufs.s3_native import PUT_MAX, NativeGet, NativePut
 from cloudfs.ufs.s3_stream import S3ReadStream
 
 if TYPE_CHECKING:
@@ -117,10 +124,11 @@ class S3ObjectStore:
             config=botocore_config,
         )
         credentials = session.get_credentials()
-        # Ranged GETs: native (obstore) where it can, else DirectGet; both defer to botocore.
+        # Ranged GETs and small PUTs: native (obstore) where it can; both defer to botocore.
         self._native = NativeGet.for_client(
             bucket, config, self._client.meta.region_name, credentials
         )
+        self._native_put = NativePut(self._native.store) if self._native else None
         self._plain_direct = DirectGet.for_client(self._client, bucket, credentials)
         self._transfer = TransferConfig(
             multipart_threshold=config.multipart_threshold,
@@ -295,9 +303,9 @@ class S3ObjectStore:
         return cast(BinaryIO, S3ReadStream(resp["Body"], key, skip=skip))
 
     def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
-        """One PutObject below the multipart threshold; above it a multipart upload
-        (resumable from the state file ``resume``, see ``s3_resumable.py``), then HEAD
-        for the ETag.
+        """One PutObject below the multipart threshold (natively where it can); above it a
+        multipart upload (resumable from the state file ``resume``, see
+        ``s3_resumable.py``), then HEAD for the ETag.
 
         After a multipart upload a concurrent writer of the same key may win
         before the HEAD; the returned info then describes its object, which is
@@ -307,9 +315,7 @@ class S3ObjectStore:
         try:
             size = os.path.getsize(path)
             if size < self._config.multipart_threshold:
-                with open(path, "rb") as body, translating(key):
-                    resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
-                return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag", "")))
+                return ObjectInfo(key, size, time.time_ns(), self._put_one(key, full, path, size))
             with translating(key):
                 s3_resumable.upload(
                     self._client, self._bucket, full, path, resume,
@@ -318,6 +324,16 @@ class S3ObjectStore:
         except OSError as err:
             raise InvalidArgument(f"cannot read upload source {path}: {err.strerror}") from err
         return self.head(key)
+
+    def _put_one(self, key: str, full: str, path: str, size: int) -> str:
+        """One PutObject of the file at ``path`` (natively where it can): its ETag."""
+        native = self._native_put
+        etag = native.put(full, path) if native is not None and size <= PUT_MAX else None
+        if etag is not None:
+            return etag
+        with open(path, "rb") as body, translating(key):
+            resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
+        return _etag(resp.get("ETag", ""))
 
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         with translating(key):
@@ -431,20 +447,3 @@ class S3ObjectStore:
 
     def statfs(self) -> tuple[int, int]:
         return (PiB, PiB)
-
-
-S3_KEY_MAX = 1024
-
-
-def validate_s3_key(key: str) -> None:
-    """S3 object keys are UTF-8 strings of at most 1024 bytes.
-
-    ``IllegalName`` (EILSEQ) for a key that is not UTF-8, ``NameTooLong``
-    (ENAMETOOLONG) for one over 1024 bytes.
-    """
-    try:
-        encoded = key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise IllegalName(f"{key!r} is not valid UTF-8, which S3 keys must be") from None
-    if len(encoded) > S3_KEY_MAX:
-        raise NameTooLong(f"S3 keys are at most {S3_KEY_MAX} bytes; this one is {len(encoded)}")

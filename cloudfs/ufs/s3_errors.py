@@ -28,6 +28,7 @@ from botocore.exceptions import (
 
 from cloudfs.errors import (
     FsError,
+    IllegalName,
     InvalidArgument,
     NameTooLong,
     NotFound,
@@ -173,3 +174,22 @@ def patiently(call: Callable[[], T]) -> T:
                 raise
             time.sleep(pause)
     raise AssertionError("unreachable")
+
+
+# -- what S3 would refuse, refused before the request ----------------------------
+
+S3_KEY_MAX = 1024
+
+
+def validate_s3_key(key: str) -> None:
+    """S3 object keys are UTF-8 strings of at most 1024 bytes.
+
+    ``IllegalName`` (EILSEQ) for a key that is not UTF-8, ``NameTooLong``
+    (ENAMETOOLONG) for one over 1024 bytes.
+    """
+    try:
+        encoded = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IllegalName(f"{key!r} is not valid UTF-8, which S3 keys must be") from None
+    if len(encoded) > S3_KEY_MAX:
+        raise NameTooLong(f"S3 keys are at most {S3_KEY_MAX} bytes; this one is {len(encoded)}")

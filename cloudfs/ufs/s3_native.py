@@ -1,4 +1,5 @@
-"""``NativeGet``: ranged GETs in native code, with the GIL released (obstore).
+"""``NativeGet`` and ``NativePut``: ranged GETs and single-request PUTs in native
+code, with the GIL released (obstore).
 
 Every cold byte a mount, a cache worker, warm-up, fsspec or the gateway reads
 from S3 is one ranged GET of a block or a run of blocks (``get_range``).
@@ -30,6 +31,16 @@ after obstore made its first request (a DataLoader worker over
 process, started by the first, and a child inherits it without its threads (a
 GET would hang). ``in_this_process`` is False there, and the store uses
 ``DirectGet``.
+
+``NativePut`` puts a file below ``PUT_MAX`` in one request (what write-back's
+and write-through's uploads of small files are). botocore's ``put_object``
+costs ~1.4 ms of client CPU per 110 KiB file, most of it with the GIL held,
+against ~0.4 ms here (benchmarks/RESULTS-writes.md): on a mount writing new
+files, those uploads compete with the FUSE requests for the one interpreter.
+Its contract is the GETs': a failure of any kind hands the upload to botocore
+(a PUT sent twice puts the same bytes twice), and the same failures turn it
+off. Larger files stay with botocore's resumable multipart upload
+(``s3_resumable.py``); obstore reads a single PUT's body into memory whole.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import logging
 import os
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import obstore
@@ -63,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_FAILURES_IN_A_ROW = 32
+PUT_MAX = 8 << 20  # larger bodies: botocore's multipart upload, read from the file
 CREDENTIALS_TTL = timedelta(minutes=5)  # then asked of botocore again (it refreshes them)
 REQUEST_TIMEOUT = timedelta(minutes=10)  # a whole GET; each read has read_timeout
 _REFUSED = (PermissionDeniedError, UnauthenticatedError)  # the native path goes off
@@ -90,16 +103,57 @@ class _Credentials:
         }
 
 
-class NativeGet:
-    """Ranged GETs of one bucket through obstore (same contract as ``DirectGet``)."""
+class _NativePath:
+    """What the native GETs and PUTs share: their counters, the check that obstore's
+    runtime is this process's, and turning off after failures."""
+
+    request = "request"
 
     def __init__(self, store: S3Store) -> None:
-        self._store = store
+        self.store = store
         self._lock = threading.Lock()
         self._failures = 0  # in a row
         self.enabled = True
-        self.served = 0  # GETs answered here
-        self.fell_back = 0  # GETs handed back to botocore
+        self.served = 0  # requests answered here
+        self.fell_back = 0  # requests handed back to botocore
+
+    @staticmethod
+    def in_this_process() -> bool:
+        """False in a child forked after obstore's runtime started: no native request there."""
+        return _runtime_pid is None or _runtime_pid == os.getpid()
+
+    def _usable(self) -> bool:
+        """Whether to try natively; the first request starts the runtime in this process."""
+        global _runtime_pid
+        if not self.enabled or not self.in_this_process():
+            return False
+        _runtime_pid = os.getpid()
+        return True
+
+    def _answered(self) -> None:
+        with self._lock:
+            self.served += 1
+            self._failures = 0
+
+    def _failed(self, full_key: str, err: Exception) -> None:
+        log.debug("native %s of %r failed (%r): falling back", self.request, full_key, err)
+        with self._lock:
+            self.fell_back += 1
+            if isinstance(err, _REFUSED):
+                self._failures = MAX_FAILURES_IN_A_ROW
+            elif not isinstance(err, _ANSWERS):
+                self._failures += 1
+            off = self.enabled and self._failures >= MAX_FAILURES_IN_A_ROW
+            if off:
+                self.enabled = False
+        if off:
+            log.info("S3 endpoint refused native %ss (%r): using boto3", self.request, err)
+
+
+class NativeGet(_NativePath):
+    """Ranged GETs of one bucket through obstore (same contract as ``DirectGet``)."""
+
+    request = "GET"
 
     @classmethod
     def for_client(
@@ -138,44 +192,40 @@ class NativeGet:
             return None
         return cls(store)
 
-    @staticmethod
-    def in_this_process() -> bool:
-        """False in a child forked after obstore's runtime started: no native GET there."""
-        return _runtime_pid is None or _runtime_pid == os.getpid()
-
     def get(
         self, full_key: str, offset: int, length: int, if_match: str | None = None
     ) -> Body | None:
         """``length`` bytes at ``offset`` of ``full_key`` (of ETag ``if_match`` only, if
         given), or None: ask botocore instead."""
-        global _runtime_pid
-        if not self.enabled or not self.in_this_process():
+        if not self._usable():
             return None
-        _runtime_pid = os.getpid()  # the first request starts the runtime here
         options: GetOptions = {"range": (offset, offset + length)}
         if if_match:
             options["if_match"] = f'"{if_match}"'
         try:
             # The GIL is released for the request, the body, and the one copy into bytes.
-            data = gil_free.copy(obstore.get(self._store, full_key, options=options).bytes())
+            data = gil_free.copy(obstore.get(self.store, full_key, options=options).bytes())
         except Exception as err:  # any failure: botocore retries it and says what it is
             self._failed(full_key, err)
             return None
-        with self._lock:
-            self.served += 1
-            self._failures = 0
+        self._answered()
         return Body(data, partial=True)  # obstore checks the answer's Content-Range
 
-    def _failed(self, full_key: str, err: Exception) -> None:
-        log.debug("native GET of %r failed (%r): falling back", full_key, err)
-        with self._lock:
-            self.fell_back += 1
-            if isinstance(err, _REFUSED):
-                self._failures = MAX_FAILURES_IN_A_ROW
-            elif not isinstance(err, _ANSWERS):
-                self._failures += 1
-            off = self.enabled and self._failures >= MAX_FAILURES_IN_A_ROW
-            if off:
-                self.enabled = False
-        if off:
-            log.info("S3 endpoint refused native GETs (%r): using boto3 for GETs", err)
+
+class NativePut(_NativePath):
+    """Single-request PUTs of files below ``PUT_MAX`` through obstore."""
+
+    request = "PUT"
+
+    def put(self, full_key: str, path: str) -> str | None:
+        """Put the file at ``path`` as ``full_key``: the new object's ETag ("" if the
+        answer had none), or None: put it through botocore instead."""
+        if not self._usable():
+            return None
+        try:  # the GIL is released for the file's reading, the request and its answer
+            result = obstore.put(self.store, full_key, Path(path), use_multipart=False)
+        except Exception as err:  # any failure: botocore retries it and says what it is
+            self._failed(full_key, err)
+            return None
+        self._answered()
+        return (result.get("e_tag") or "").strip('"')

@@ -12,15 +12,12 @@ itself off where the endpoint says the request is wrong.
 from __future__ import annotations
 
 import http.server
-import json
 import multiprocessing
 import os
 import threading
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.credentials import Credentials
 
@@ -31,7 +28,7 @@ from cloudfs.ufs.s3 import S3ObjectStore
 from cloudfs.ufs.s3_direct import Body, DirectGet
 from cloudfs.ufs.s3_native import NativeGet
 from testkit.faults_proxy import FaultsProxy, running_proxy
-from testkit.servers import S3Server, running_s3_server
+from testkit.servers import S3Server
 
 DATA = os.urandom(300_000)
 
@@ -161,51 +158,6 @@ def test_server_errors_go_to_botocore_retries(proxied: tuple[S3ObjectStore, Faul
     assert direct.enabled
     assert store.get_range("dir/a b+c~%d.bin", 0, 10) == DATA[:10]
     assert direct.served == 1
-
-
-@pytest.fixture(scope="module")
-def signing_server() -> Iterator[tuple[S3Server, dict[str, str]]]:
-    """A private moto server that verifies signatures, and an IAM user's keys it accepts."""
-    with running_s3_server() as server:
-        reset = urllib.request.Request(
-            server.endpoint + "/moto-api/reset-auth",
-            data=b"4",  # the set-up below goes unauthenticated, then every request is checked
-            method="POST",
-            headers={"Content-Type": "application/json"},
-        )
-        urllib.request.urlopen(reset, timeout=10).read()
-        iam: Any = boto3.client(
-            "iam",
-            endpoint_url=server.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        iam.create_user(UserName="reader")
-        policy = {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
-        }
-        arn = iam.create_policy(PolicyName="all", PolicyDocument=json.dumps(policy))["Policy"][
-            "Arn"
-        ]
-        iam.attach_user_policy(UserName="reader", PolicyArn=arn)
-        key = iam.create_access_key(UserName="reader")["AccessKey"]
-        s3: Any = boto3.client(
-            "s3",
-            endpoint_url=server.endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=key["AccessKeyId"],
-            aws_secret_access_key=key["SecretAccessKey"],
-        )
-        s3.create_bucket(Bucket="signed-bucket")
-        yield (
-            server,
-            {
-                "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-                "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
-            },
-        )
 
 
 def test_signature_is_accepted_by_a_verifying_server(

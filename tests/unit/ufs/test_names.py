@@ -19,7 +19,7 @@ from cloudfs.meta.interface import RENAME_EXCHANGE
 from cloudfs.types import ROOT_INODE, InodeId
 from cloudfs.ufs.hdfs import validate_hdfs_path
 from cloudfs.ufs.local import LocalObjectStore
-from cloudfs.ufs.s3 import S3_KEY_MAX, validate_s3_key
+from cloudfs.ufs.s3_errors import S3_KEY_MAX, validate_s3_key
 from testkit.meta_world import MetaWorld, mkfile
 
 R = ROOT_INODE
