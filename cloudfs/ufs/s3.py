@@ -17,14 +17,12 @@ Design notes:
 
 from __future__ import annotations
 
-import calendar
 import io
 import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import boto3.session
@@ -51,7 +49,7 @@ from cloudfs.errors import (
 )
 from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs import s3_resumable
-from cloudfs.ufs.interface import check_dir_move, child_key
+from cloudfs.ufs.interface import check_dir_move
 from cloudfs.ufs.s3_direct import Body, DirectGet
 from cloudfs.ufs.s3_errors import (
     S3_KEY_MAX,
@@ -62,6 +60,7 @@ from cloudfs.ufs.s3_errors import (
     translating,
     validate_s3_key,
 )
+from cloudfs.ufs.s3_list import DirectList, bare_etag, from_botocore, mtime_ns, to_list_page
 from cloudfs.ufs.s3_native import PUT_MAX, NativeGet, NativePut
 from cloudfs.ufs.s3_stream import S3ReadStream
 
@@ -74,20 +73,12 @@ _RENAME_WORKERS = 16
 UPLOAD_THREADS = 8  # parts of one multipart upload sent at once
 
 
-def _mtime_ns(value: datetime) -> int:
-    return calendar.timegm(value.utctimetuple()) * 1_000_000_000 + value.microsecond * 1000
-
-
-def _etag(raw: str) -> str:
-    return raw.strip('"')
-
-
 def _head_info(key: str, resp: Any) -> ObjectInfo:
     return ObjectInfo(
         key=key,
         size=int(resp["ContentLength"]),
-        mtime_ns=_mtime_ns(resp["LastModified"]),
-        etag=_etag(resp.get("ETag", "")),
+        mtime_ns=mtime_ns(resp["LastModified"]),
+        etag=bare_etag(resp.get("ETag", "")),
     )
 
 
@@ -130,6 +121,7 @@ class S3ObjectStore:
         )
         self._native_put = NativePut(self._native.store) if self._native else None
         self._plain_direct = DirectGet.for_client(self._client, bucket, credentials)
+        self._lister = DirectList(self._plain_direct) if self._plain_direct else None
         self._transfer = TransferConfig(
             multipart_threshold=config.multipart_threshold,
             multipart_chunksize=config.multipart_chunksize,
@@ -198,37 +190,11 @@ class S3ObjectStore:
         }
         if token:
             params["ContinuationToken"] = token
-        with translating(prefix):
-            resp = self._client.list_objects_v2(**params)
-        objects: list[ObjectInfo] = []
-        prefixes: list[str] = []
-        seen: set[str] = set()
-
-        def add_prefix(name: str) -> None:
-            name = name.rstrip("/")
-            if name and "/" not in name and name not in seen:
-                seen.add(name)
-                prefixes.append(child_key(prefix, name))
-
-        for obj in resp.get("Contents", []):
-            name = obj["Key"][len(listed) :]
-            if not name:
-                continue  # the marker of the listed directory itself
-            if name.endswith("/"):
-                add_prefix(name)  # a "sub/" marker (only without a delimiter match)
-                continue
-            objects.append(
-                ObjectInfo(
-                    key=child_key(prefix, name),
-                    size=int(obj["Size"]),
-                    mtime_ns=_mtime_ns(obj["LastModified"]),
-                    etag=_etag(obj.get("ETag", "")),
-                )
-            )
-        for common in resp.get("CommonPrefixes", []):
-            add_prefix(common.get("Prefix", "")[len(listed) :])
-        next_token = resp.get("NextContinuationToken") if resp.get("IsTruncated") else None
-        return ListPage(objects=objects, prefixes=prefixes, next_token=next_token or None)
+        raw = self._lister.page(listed, token, params["MaxKeys"]) if self._lister else None
+        if raw is None:
+            with translating(prefix):
+                raw = from_botocore(self._client.list_objects_v2(**params))
+        return to_list_page(prefix, listed, raw)
 
     def head(self, key: str) -> ObjectInfo:
         with translating(key):
@@ -333,7 +299,7 @@ class S3ObjectStore:
             return etag
         with open(path, "rb") as body, translating(key):
             resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body)
-        return _etag(resp.get("ETag", ""))
+        return bare_etag(resp.get("ETag", ""))
 
     def put_bytes(self, key: str, data: bytes) -> ObjectInfo:
         with translating(key):

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # for this request only. Any other non-2xx turns the direct path off.
 # Answers botocore handles (retries, errors) without the direct path being wrong for
 # the endpoint: 412 is a conditional GET's If-Match that failed (ObjectChanged).
-_TRANSIENT = frozenset({404, 408, 412, 416, 429, 500, 502, 503, 504})
+TRANSIENT = frozenset({404, 408, 412, 416, 429, 500, 502, 503, 504})
 
 
 class Body(NamedTuple):
@@ -65,10 +65,10 @@ class DirectGet:
         credentials: Credentials,
         region: str,
     ) -> None:
-        self._http = http
-        self._base = base_url  # ends with "/": the key, quoted, follows
-        self._credentials = credentials
-        self._region = region
+        self.http = http
+        self.base_url = base_url  # ends with "/": the key, quoted, follows
+        self.credentials = credentials
+        self.region = region
         self._lock = threading.Lock()
         self.enabled = True
         self.served = 0  # GETs answered here
@@ -122,19 +122,19 @@ class DirectGet:
         if if_match:
             headers["If-Match"] = f'"{if_match}"'
         request = AWSRequest(
-            method="GET", url=self._base + quote(full_key, safe="/~"), headers=headers
+            method="GET", url=self.base_url + quote(full_key, safe="/~"), headers=headers
         )
-        frozen = self._credentials.get_frozen_credentials()
-        S3SigV4Auth(frozen, "s3", self._region).add_auth(request)
+        frozen = self.credentials.get_frozen_credentials()
+        S3SigV4Auth(frozen, "s3", self.region).add_auth(request)
         try:
-            response = self._http.send(request.prepare())
+            response = self.http.send(request.prepare())
             status = response.status_code
             data = response.content if status in (200, 206) else b""
         except Exception as err:  # any transport failure: botocore retries it
             log.debug("direct GET of %r failed (%s): falling back", full_key, err)
             return None
         if status not in (200, 206):
-            if status not in _TRANSIENT:
+            if status not in TRANSIENT:
                 self._turn_off(status)
             return None
         declared = response.headers.get("content-length")
