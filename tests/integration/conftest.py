@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
+from testkit.faults_proxy import FaultsProxy, running_proxy
 from testkit.servers import S3Server, running_s3_server
 
 
@@ -56,3 +57,11 @@ def signing_server() -> Iterator[tuple[S3Server, dict[str, str]]]:
                 "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
             },
         )
+
+
+@pytest.fixture
+def seeded_proxy(s3_server: S3Server) -> Iterator[FaultsProxy]:
+    """A proxy in front of the test S3 server, its draws seeded: with seed 3, at a
+    ratio of 0.5, the first request it may fail fails and the next one passes."""
+    with running_proxy(s3_server.endpoint, seed=3) as proxy:
+        yield proxy

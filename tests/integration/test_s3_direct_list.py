@@ -3,12 +3,12 @@ against moto over HTTP and a proxy that counts requests and fails them on purpos
 
 The contract suite already lists S3 stores through it; these pin what is particular
 to it: every page equal to botocore's for the same request, names XML cannot carry,
-one request per page, and botocore taking over whatever it could not answer.
+one request per page, and botocore taking over whatever it could not answer. The
+gateway checks its signatures (tests/gateway/test_s3_store_signing.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from xml.etree.ElementTree import ParseError
 
 import pytest
@@ -17,26 +17,24 @@ from cloudfs.config import S3Config
 from cloudfs.types import ListPage
 from cloudfs.ufs.s3 import S3ObjectStore
 from cloudfs.ufs.s3_list import DirectList, parse_page
-from testkit.faults_proxy import FaultsProxy, running_proxy
-from testkit.servers import S3Server
+from testkit.faults_proxy import FaultsProxy
 
 NAMES = ["a b", "plus+sign", "pct%2Fslash", "é-ü", "tilde~", "ctl\x01char", "amp&lt;"]
 
 
 @pytest.fixture
 def proxied(
-    aws_env: None, s3_server: S3Server, s3_bucket: str
-) -> Iterator[tuple[S3ObjectStore, FaultsProxy]]:
-    # seed 3: at a ratio of 0.5 the first request the proxy may fail fails, the next passes
-    with running_proxy(s3_server.endpoint, seed=3) as proxy:
-        config = S3Config(endpoint_url=proxy.endpoint, connect_timeout=2, read_timeout=2)
-        store = S3ObjectStore(s3_bucket, "list", config)
-        for name in NAMES:
-            store.put_bytes(f"dir/{name}", name.encode())
-        store.make_dir("dir/sub dir")
-        store.put_bytes("dir/deeper/x", b"x")
-        proxy.reset_counts()
-        yield store, proxy
+    aws_env: None, seeded_proxy: FaultsProxy, s3_bucket: str
+) -> tuple[S3ObjectStore, FaultsProxy]:
+    proxy = seeded_proxy
+    config = S3Config(endpoint_url=proxy.endpoint, connect_timeout=2, read_timeout=2)
+    store = S3ObjectStore(s3_bucket, "list", config)
+    for name in NAMES:
+        store.put_bytes(f"dir/{name}", name.encode())
+    store.make_dir("dir/sub dir")
+    store.put_bytes("dir/deeper/x", b"x")
+    proxy.reset_counts()
+    return store, proxy
 
 
 def _lister(store: S3ObjectStore) -> DirectList:

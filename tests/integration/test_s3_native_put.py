@@ -4,24 +4,23 @@ proxy that counts requests and fails them on purpose.
 The contract suite and the write-back tests already put every small file through
 this path; these pin what is particular to it: one request per file, the ETag the
 object reads back with, and botocore taking over whatever the native try could not do
-(a failed request, a refused signature, a file too large to send in one body).
+(a failed request, a file too large to send in one body). The gateway checks its
+signatures (tests/gateway/test_s3_store_signing.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cloudfs.config import S3Config
-from cloudfs.errors import InvalidArgument, UfsAccessDenied
+from cloudfs.errors import InvalidArgument
 from cloudfs.ufs import s3 as s3_module
 from cloudfs.ufs.s3 import S3ObjectStore
 from cloudfs.ufs.s3_native import NativePut
-from testkit.faults_proxy import FaultsProxy, running_proxy
-from testkit.servers import S3Server
+from testkit.faults_proxy import FaultsProxy
 
 DATA = os.urandom(300_000)
 
@@ -35,12 +34,10 @@ def body(tmp_path: Path) -> str:
 
 @pytest.fixture
 def proxied(
-    aws_env: None, s3_server: S3Server, s3_bucket: str
-) -> Iterator[tuple[S3ObjectStore, FaultsProxy]]:
-    # seed 3: the first request the proxy may fail is failed at a ratio of 0.5, the next passes
-    with running_proxy(s3_server.endpoint, seed=3) as proxy:
-        config = S3Config(endpoint_url=proxy.endpoint, connect_timeout=2, read_timeout=2)
-        yield S3ObjectStore(s3_bucket, "put", config), proxy
+    aws_env: None, seeded_proxy: FaultsProxy, s3_bucket: str
+) -> tuple[S3ObjectStore, FaultsProxy]:
+    config = S3Config(endpoint_url=seeded_proxy.endpoint, connect_timeout=2, read_timeout=2)
+    return S3ObjectStore(s3_bucket, "put", config), seeded_proxy
 
 
 def _native(store: S3ObjectStore) -> NativePut:
@@ -90,28 +87,3 @@ def test_a_missing_source_is_a_clear_error(
     with pytest.raises(InvalidArgument, match="cannot read upload source"):
         store.put_file("k", str(tmp_path / "gone"))
     assert proxy.count() == 0
-
-
-def test_signed_as_s3_expects_and_a_refused_signature_turns_it_off(
-    aws_env: None,
-    signing_server: tuple[S3Server, dict[str, str]],
-    monkeypatch: pytest.MonkeyPatch,
-    body: str,
-) -> None:
-    server, keys = signing_server
-    for name, value in keys.items():
-        monkeypatch.setenv(name, value)
-    store = S3ObjectStore("signed-bucket", "", S3Config(endpoint_url=server.endpoint))
-    info = store.put_file("deep/a b~1", body)  # moto checks the signature
-    assert _native(store).served == 1
-    assert store.get_range("deep/a b~1", 0, len(DATA), info.etag) == DATA
-
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
-    store = S3ObjectStore("signed-bucket", "", S3Config(endpoint_url=server.endpoint))
-    native = _native(store)
-    with pytest.raises(UfsAccessDenied):
-        store.put_file("deep/k", body)
-    assert not native.enabled and native.fell_back == 1
-    with pytest.raises(UfsAccessDenied):
-        store.put_file("deep/k", body)
-    assert native.fell_back == 1  # not tried again
