@@ -3,11 +3,12 @@ a small file's ``put_file`` (obstore's ``NativePut``, the default, against botoc
 ``put_object``) and a directory's ``list_dir`` (``DirectList``, the default, against
 botocore's ``list_objects_v2``) (issues 26 and 27).
 
-Against moto in server mode on 127.0.0.1: ``--files`` files of ``--size`` bytes are put
-by 8 threads, each way in turn, ``--repeats`` times; then the directory of 1,000 of them
-is listed ``--lists`` times one page at a time by one thread, each way in turn. Per
-pass: calls per second and the process's user+system CPU per call (getrusage); for
-listings, per listed entry. Medians are printed, and every pass with ``--json``.
+Against moto in server mode on 127.0.0.1: ``--files`` files of ``--size`` bytes
+are put by 8 threads, each way in turn, ``--repeats`` times; then the directory
+of those put natively (one page: up to 1,000) is listed ``--lists`` times one
+page at a time by one thread, each way in turn. Per pass: calls per second and
+the process's user+system CPU per call (getrusage); for listings, per listed
+entry. Medians are printed, and every pass with ``--json``.
 
     python3 benchmarks/s3_call_cost.py --json benchmarks/results/s3-call-cost.json
 """

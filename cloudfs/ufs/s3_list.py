@@ -2,15 +2,15 @@
 ``DirectList``: that request without botocore's response pipeline.
 
 A cold read's first lookup in a directory lists it, and the tree lists it again
-as its listing expires. Through botocore each listed object cost ~57 us of
-GIL-held time on this project's 2-core machine: the XML body parsed twice (once
-more by the handler that looks for an error inside a 200), every timestamp
-through dateutil, a dozen event hooks. That was 12-15% of the mount's GIL time
-per cold small file (benchmarks/RESULTS-cold-cost.md). ``DirectList`` signs
-the same request as botocore would (SigV4 with the client's credentials and
-region, through the client's own HTTP session, as ``DirectGet`` does), parses
-the body once with ElementTree's C parser and the timestamps with
-``datetime.fromisoformat``.
+as its listing expires. Through botocore each listed object cost ~61 us of CPU,
+most of it holding the GIL, on this project's 2-core machine: the XML body
+parsed twice (once more by the handler that looks for an error inside a 200),
+every timestamp through dateutil, a dozen event hooks. That was 12-15% of the
+mount's GIL time per cold small file (benchmarks/RESULTS-cold-cost.md); here ~14
+us (benchmarks/s3_call_cost.py). ``DirectList`` signs the same request as
+botocore would (SigV4 with the client's credentials and region, through the
+client's own HTTP session, as ``DirectGet`` does), parses the body once with
+ElementTree's C parser and the timestamps with ``datetime.fromisoformat``.
 
 Its contract is ``DirectGet``'s: it only answers a 200 whose body parses; for
 anything else (an error status, a body cut short, a transport failure) it

@@ -33,13 +33,13 @@ GET would hang). ``in_this_process`` is False there, and the store uses
 ``DirectGet``.
 
 ``NativePut`` puts a file below ``PUT_MAX`` in one request (what write-back's
-and write-through's uploads of small files are). botocore's ``put_object``
-costs ~1.4 ms of client CPU per 110 KiB file, most of it with the GIL held,
-against ~0.4 ms here (benchmarks/RESULTS-writes.md): on a mount writing new
-files, those uploads compete with the FUSE requests for the one interpreter.
-Its contract is the GETs': a failure of any kind hands the upload to botocore
-(a PUT sent twice puts the same bytes twice), and the same failures turn it
-off. Larger files stay with botocore's resumable multipart upload
+and write-through's uploads of small files are). botocore's ``put_object`` costs
+1.5-1.7 ms of client CPU per 110 KiB file, most of it with the GIL held, against
+0.6-0.7 ms here (benchmarks/s3_call_cost.py, RESULTS-writes.md): on a mount
+writing new files, those uploads compete with the FUSE requests for the one
+interpreter. Its contract is the GETs': a failure of any kind hands the upload
+to botocore (a PUT sent twice puts the same bytes twice), and the same failures
+turn it off. Larger files stay with botocore's resumable multipart upload
 (``s3_resumable.py``); obstore reads a single PUT's body into memory whole.
 """
 
