@@ -230,7 +230,7 @@ ROWS: tuple[Row, ...] = (
         "engines (`kv_*.py`, `etcd_*.py`), `codec.py` (records), tree operations one file per "
         "concern (`ops_*.py`, `tree.py`), `ufs_sync.py` (a listing merged into a directory), "
         "`loader.py` + `relister.py` (stale directories listed again, in the background for "
-        "readers), `ns_lock.py` + `locks.py` (the cross-server namespace lock), `reserve.py` "
+        "readers), `ns_lock.py` (the cross-server namespace lock), `reserve.py` "
         "(names a UFS change keeps lock-free creates out of), `inode_numbers.py` (batches "
         "of inode numbers per process)",
     ),
@@ -275,7 +275,7 @@ ROWS: tuple[Row, ...] = (
         "`serve.py` (`serve_until_signal`: a server process until SIGTERM/SIGINT), "
         "`endpoints.py` (`HOST:PORT` flags, the Prometheus endpoint), `gil_free.py` (a "
         "large buffer copied into new `bytes` with the GIL released: cold blocks on their "
-        "way to the caches)",
+        "way to the caches), `locks.py` (`KeyedLocks`: one lock per key, made on demand)",
     ),
     Row("leaves", "cloudfs.config", "frozen configuration (`MountConfig` and its parts)"),
     Row(

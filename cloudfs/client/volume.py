@@ -43,6 +43,7 @@ from cloudfs.errors import (
     NotADirectory,
     NotFound,
 )
+from cloudfs.lib.locks import KeyedLocks
 from cloudfs.meta.client.grpc_meta import GrpcMeta
 from cloudfs.meta.client.volumes import VolumeClient
 from cloudfs.metrics import Metrics
@@ -84,6 +85,7 @@ class VolumeHandle:
             local = LocalMount(tree.cache_id, spec.ufs_uri, options.block_size, metrics)
         self.blocks = BlockFetcher(self.store, memory, tree.cache_id, options.block_size, local)
         self._dirs = DirectoryCache(options.meta_ttl)
+        self._commits = KeyedLocks()
 
     @classmethod
     def from_parts(
@@ -104,6 +106,7 @@ class VolumeHandle:
         handle.store = store
         handle.blocks = blocks
         handle._dirs = DirectoryCache(meta_ttl)
+        handle._commits = KeyedLocks()
         return handle
 
     def close(self) -> None:
@@ -240,7 +243,12 @@ class VolumeHandle:
                     raise AlreadyExists()
 
     def commit(self, parts: Parts, staged: str, *, exclusive: bool) -> Attr:
-        """Write-through: the staged file ``staged`` becomes the file at ``parts``."""
+        """Write-through: the staged file ``staged`` becomes the file at ``parts``.
+
+        Commits of one file by this process's threads run one at a time, upload and
+        tree commit together: two overlapping would otherwise let the tree record the
+        version whose upload was overwritten, and the file's reads would fail until
+        its next write."""
         parent = self.makedirs(parts[:-1])
         name = parts[-1]
         created = False
@@ -257,11 +265,12 @@ class VolumeHandle:
                 raise InvalidArgument("not a regular file") from None
         key = ""
         try:
-            key = self.meta.object_key(attr.inode)
-            info = self.store.put_file(key, staged)
-            key = self._follow_rename(attr.inode, key)
-            size = os.path.getsize(staged)
-            return self.meta.commit_upload(attr.inode, size, time.time_ns(), info.etag)
+            with self._commits.hold(attr.inode):
+                key = self.meta.object_key(attr.inode)
+                info = self.store.put_file(key, staged)
+                key = self._follow_rename(attr.inode, key)
+                size = os.path.getsize(staged)
+                return self.meta.commit_upload(attr.inode, size, time.time_ns(), info.etag)
         except BaseException:
             if created:
                 self._forget(parent, name, attr.inode, key)

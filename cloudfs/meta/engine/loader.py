@@ -42,12 +42,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 from cloudfs.errors import RemoteIOError
+from cloudfs.lib.locks import KeyedLocks
 from cloudfs.meta.engine import tree
 from cloudfs.meta.engine.codec import InodeRecord
 from cloudfs.meta.engine.context import TreeContext
 from cloudfs.meta.engine.kv import KVTxn
 from cloudfs.meta.engine.kv_retry import write_txn
-from cloudfs.meta.engine.locks import KeyedLocks
 from cloudfs.meta.engine.ns_lock import NamespaceLock
 from cloudfs.meta.engine.relister import BackgroundRelister
 from cloudfs.meta.engine.ufs_sync import (

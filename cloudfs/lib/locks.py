@@ -1,4 +1,4 @@
-"""One lock per key (directory inode), created on demand and dropped when unused."""
+"""One lock per key (a directory inode, a file being committed), made on demand."""
 
 from __future__ import annotations
 
