@@ -33,8 +33,9 @@ sys.path[:0] = [str(BENCH_DIR), str(REPO_ROOT)]
 
 from bench import coldcost_report, dataset, origin  # noqa: E402
 from bench.coldcost_probe import check_gil  # noqa: E402
-from bench.coldcost_suite import ORIGINS, SPY_MODES, ColdCostRun, behind_latency  # noqa: E402
+from bench.coldcost_suite import SPY_MODES, ColdCostRun  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
+from bench.origins import ORIGINS, behind_latency  # noqa: E402
 from bench.systems import SYSTEMS, CloudFS, Context, System, unmount_leftovers  # noqa: E402
 
 BUCKET = "cold-cost"

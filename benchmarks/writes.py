@@ -1,7 +1,9 @@
 """CloudFS write-back against write-through, s3fs-fuse, rclone and local disk (issue 5).
 
-Starts one moto S3 server on 127.0.0.1 and a TCP proxy in front of it that waits 50 ms
-before each request (``--delay-ms``); every system mounts the bucket through the proxy.
+Starts one S3 server on 127.0.0.1 (moto, or s3rver: ``--origin``) and a TCP proxy in front
+of it that waits 50 ms before each request (``--delay-ms``); every system mounts the bucket
+through the proxy. With (c), each repeat first measures the origin's own rate for the same
+new files, boto3 PUTs from as many threads (bench/origin.py).
 Then, ``--repeats`` times, on every system (the order rotating): (a) one large file
 written in 1 MiB writes then closed, (b) many 1 MiB files each opened, written and closed,
 (c) 2,000 new 110 KiB files created, written and closed by 8 threads (issue 27; local disk
@@ -39,6 +41,9 @@ sys.path[:0] = [str(BENCH_DIR), str(REPO_ROOT)]
 
 from bench import writereport  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
+from bench.origin import client as origin_client  # noqa: E402
+from bench.origin import put_many  # noqa: E402
+from bench.origins import ORIGINS  # noqa: E402
 from bench.systems import Context, System, unmount_leftovers  # noqa: E402
 from bench.writesuite import (  # noqa: E402
     WORKLOADS,
@@ -49,7 +54,6 @@ from bench.writesuite import (  # noqa: E402
 )
 
 from testkit.faults_proxy import running_proxy  # noqa: E402
-from testkit.servers import running_s3_server  # noqa: E402
 
 BUCKET = "writes-bench"
 STARTED = time.monotonic()
@@ -81,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds after which the small-file pass stops a slow system (120; 60 quick)",
     )
     p.add_argument("--delay-ms", type=float, default=50.0, help="proxy delay per request (50)")
+    p.add_argument("--origin", choices=sorted(ORIGINS), default="moto", help="S3 server (moto)")
     p.add_argument(
         "--pass-timeout",
         type=float,
@@ -157,6 +162,7 @@ def run(args: argparse.Namespace) -> Path:
             "workloads": spec.as_dict(),
             "workload_text": spec.describe(),
             "delay_ms": args.delay_ms,
+            "origin": args.origin,
             "machine": machine_info(REPO_ROOT),
             "pass_timeout_s": timeout,
             "cloudfs_options": {k: v for k, v in CloudFSBack.DEFAULTS.items() if k != "write_mode"},
@@ -169,13 +175,14 @@ def run(args: argparse.Namespace) -> Path:
         json_path.write_text(json.dumps(data, indent=1) + "\n")
 
     try:
-        with running_s3_server() as s3, running_proxy(s3.endpoint) as proxy:
+        with ORIGINS[args.origin]() as origin, running_proxy(origin.endpoint) as proxy:
             proxy.delay = args.delay_ms / 1000
-            client = s3.client()
+            client = origin_client(origin.endpoint, origin.env)
             client.create_bucket(Bucket=BUCKET)
-            log(f"moto at {s3.endpoint}, behind a {args.delay_ms:g} ms proxy at {proxy.endpoint}")
+            log(f"{origin.name} at {origin.endpoint}, behind a {args.delay_ms:g} ms proxy at "
+                f"{proxy.endpoint}")  # fmt: skip
             log(f"workloads: {spec.describe()}")
-            env = s3.env()
+            env = dict(origin.env)
             env["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
             ctx = Context(
                 workdir=workdir,
@@ -197,6 +204,13 @@ def run(args: argparse.Namespace) -> Path:
             for index in range(args.repeats):
                 rep: dict[str, Any] = {"index": index, "systems": {}}
                 data["repeats"].append(rep)
+                if "many" in workloads:
+                    log(f"repeat {index + 1}/{args.repeats}: the origin's own PUTs")
+                    rep["systems"]["origin"] = put_many(
+                        proxy.endpoint, env, BUCKET, f"origin-{index}", spec.many_count,
+                        spec.many_size, spec.many_threads,
+                    )  # fmt: skip
+                    save()
                 shift = index % max(1, len(systems))  # rotate: no system always goes first
                 for system in systems[shift:] + systems[:shift]:
                     log(f"repeat {index + 1}/{args.repeats}: {system.label}")

@@ -76,3 +76,29 @@ def measure(endpoint: str, env: dict[str, str], bucket: str, spec: DatasetSpec) 
         },
         "raw": {"small_get1_objects": len(one), "small_get16_objects": len(keys)},
     }
+
+
+def put_many(
+    endpoint: str, env: dict[str, str], bucket: str, prefix: str, count: int, size: int,
+    threads: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The origin's own rate for new small objects: ``count`` PUTs of ``size`` bytes from
+    ``threads`` boto3 threads (what an uploader with no filesystem would reach), shaped as
+    a write benchmark's system record (``many_files_s``; in S3 at once). Deleted after."""
+    s3 = client(endpoint, env)
+    body = bytes(range(256)) * (size // 256) + b"\0" * (size % 256)
+    keys = [f"{prefix}/{i:06d}" for i in range(count)]
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda k: s3.put_object(Bucket=bucket, Key=k, Body=body), keys))
+    seconds = time.perf_counter() - start
+    for i in range(0, count, 1000):
+        batch = [{"Key": k} for k in keys[i : i + 1000]]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+    rate = count / seconds
+    return {
+        "results": {"many_files_s": rate, "many_files_s_to_s3": rate, "many_files_written": count},
+        "raw": {"many": {"files": count, "seconds": seconds, "threads": threads}},
+        "errors": [],
+        "verified": {},
+    }

@@ -14,13 +14,18 @@ from typing import Any
 
 from bench.report import display_path, num
 
-SYSTEMS = ("cloudfs-back", "cloudfs-through", "s3fs", "rclone", "local")
+SYSTEMS = ("cloudfs-back", "cloudfs-through", "s3fs", "rclone", "local", "origin")
 LABELS = {
     "cloudfs-back": "CloudFS back",
     "cloudfs-through": "CloudFS through",
     "s3fs": "s3fs-fuse",
     "rclone": "rclone",
     "local": "local disk",
+    "origin": "origin, boto3 PUTs ⁴",
+}
+ORIGIN_TEXT = {
+    "moto": "moto in server mode (Python)",
+    "s3rver": "s3rver (Node.js, `benchmarks/bench/s3rver.py`)",
 }
 BACK = "cloudfs-back"
 PEERS = ("local", "s3fs", "rclone")
@@ -142,7 +147,8 @@ def header(data: dict[str, Any], json_path: Path) -> list[str]:
         "other options at their defaults",
         f"- **Peers:** {versions or '?'}; s3fs with `-o use_cache=DIR`, rclone with "
         "`--vfs-cache-mode full` (so `--vfs-write-back 5s`), otherwise defaults",
-        f"- **Origin:** moto in server mode on 127.0.0.1, reached by every system through a "
+        f"- **Origin:** {ORIGIN_TEXT.get(meta.get('origin', 'moto'), '?')} on 127.0.0.1, reached "
+        "by every system through a "
         f"TCP proxy that waits **{meta.get('delay_ms', 0):.0f} ms before each request**; "
         "the benchmark itself lists and reads the bucket directly",
         f"- **Workloads:** {meta.get('workload_text', '?')}; each on a fresh mount with an "
@@ -227,6 +233,10 @@ NOTES = [
     "",
     "² Every HTTP request the mount sent through the latency proxy from the pass's start "
     "until everything was in S3, divided by the number of files.",
+    "",
+    "⁴ No filesystem: the same new files PUT straight to the origin by as many boto3 "
+    "threads as (c) has writers, through the same proxy; the origin's own ceiling for (c) "
+    "on this machine (it shares the cores with the benchmark, as the mounts do).",
     "",
     "³ A system still writing when the time budget of the small-file pass (or of (c)) ran "
     "out stops after the file in progress (in (c): its threads start no new file); its rates "
