@@ -107,6 +107,28 @@ def _answers(endpoint: str) -> bool:
     return True
 
 
+def _node_major() -> int:
+    """The major version of ``node`` on PATH (0 if it cannot say)."""
+    try:
+        out = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+        return int(out.strip().lstrip("v").split(".")[0])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return 0
+
+
+def _server_env() -> dict[str, str]:
+    """s3rver's environment. Its ListObjectsV2 continuation tokens use a cipher that
+    OpenSSL 3 keeps in the legacy provider: on Node 17 and later every listing past its
+    first 1,000 keys fails with InternalError (ERR_OSSL_EVP_UNSUPPORTED) without it."""
+    env = dict(os.environ)
+    options = env.get("NODE_OPTIONS", "")
+    if _node_major() >= 17 and "--openssl-legacy-provider" not in options:
+        env["NODE_OPTIONS"] = f"{options} --openssl-legacy-provider".strip()
+    return env
+
+
 @contextmanager
 def running_s3rver(cache_dir: Path = DEFAULT_DIR) -> Iterator[S3rver]:
     """s3rver on a free 127.0.0.1 port with a temporary data dir; stopped on exit."""
@@ -116,6 +138,7 @@ def running_s3rver(cache_dir: Path = DEFAULT_DIR) -> Iterator[S3rver]:
     with tempfile.TemporaryDirectory(prefix="s3rver-") as data:
         proc = subprocess.Popen(
             [str(exe), "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"],
+            env=_server_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
