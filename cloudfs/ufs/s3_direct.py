@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from botocore.auth import S3SigV4Auth
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Statuses after which the same request may well succeed through botocore
 # (a missing key, a range past the end, a busy or failing server): fall back
@@ -55,8 +56,50 @@ class HttpSession(Protocol):
     def send(self, request: Any) -> Any: ...
 
 
-class DirectGet:
+class SignedPath:
+    """What DirectGet and DirectList share: requests signed with the client's credentials
+    and region (SigV4), sent through its HTTP session, counted, and the path turned off
+    for the store's life by an answer that says it is wrong for the endpoint."""
+
+    what = "request"  # for the log: "a direct GET"
+
+    def __init__(self, http: HttpSession, credentials: Credentials, region: str) -> None:
+        self.http = http
+        self.credentials = credentials
+        self.region = region
+        self._lock = threading.Lock()
+        self.enabled = True
+        self.served = 0  # requests answered here
+        self.fell_back = 0  # requests handed back to botocore
+
+    def _signed_send(self, request: AWSRequest) -> Any:
+        """The answer to ``request``, signed now (the credentials may have rotated)."""
+        S3SigV4Auth(self.credentials.get_frozen_credentials(), "s3", self.region).add_auth(request)
+        return self.http.send(request.prepare())
+
+    def _counted(self, answer: T | None) -> T | None:
+        with self._lock:
+            if answer is None:
+                self.fell_back += 1
+            else:
+                self.served += 1
+        return answer
+
+    def _refused(self, status: int) -> None:
+        """A non-2xx answer: turn the path off unless the same request may well succeed
+        through botocore (``TRANSIENT``)."""
+        if status in TRANSIENT:
+            return
+        with self._lock:
+            was, self.enabled = self.enabled, False
+        if was:
+            log.info("S3 endpoint answered a direct %s with %d: using boto3", self.what, status)
+
+
+class DirectGet(SignedPath):
     """Signed ranged GETs of one bucket, sent through the client's HTTP session."""
+
+    what = "GET"
 
     def __init__(
         self,
@@ -65,14 +108,8 @@ class DirectGet:
         credentials: Credentials,
         region: str,
     ) -> None:
-        self.http = http
+        super().__init__(http, credentials, region)
         self.base_url = base_url  # ends with "/": the key, quoted, follows
-        self.credentials = credentials
-        self.region = region
-        self._lock = threading.Lock()
-        self.enabled = True
-        self.served = 0  # GETs answered here
-        self.fell_back = 0  # GETs handed back to botocore
 
     @classmethod
     def for_client(
@@ -109,13 +146,7 @@ class DirectGet:
         given), or None: ask botocore instead."""
         if not self.enabled:
             return None
-        body = self._send(full_key, offset, length, if_match)
-        with self._lock:
-            if body is None:
-                self.fell_back += 1
-            else:
-                self.served += 1
-        return body
+        return self._counted(self._send(full_key, offset, length, if_match))
 
     def _send(self, full_key: str, offset: int, length: int, if_match: str | None) -> Body | None:
         headers = {"Range": f"bytes={offset}-{offset + length - 1}"}
@@ -124,18 +155,15 @@ class DirectGet:
         request = AWSRequest(
             method="GET", url=self.base_url + quote(full_key, safe="/~"), headers=headers
         )
-        frozen = self.credentials.get_frozen_credentials()
-        S3SigV4Auth(frozen, "s3", self.region).add_auth(request)
         try:
-            response = self.http.send(request.prepare())
+            response = self._signed_send(request)
             status = response.status_code
             data = response.content if status in (200, 206) else b""
         except Exception as err:  # any transport failure: botocore retries it
             log.debug("direct GET of %r failed (%s): falling back", full_key, err)
             return None
         if status not in (200, 206):
-            if status not in TRANSIENT:
-                self._turn_off(status)
+            self._refused(status)
             return None
         declared = response.headers.get("content-length")
         if declared is not None and int(declared) != len(data):
@@ -143,9 +171,3 @@ class DirectGet:
         if status == 206 and "content-range" not in response.headers:
             return None
         return Body(data, partial=status == 206)
-
-    def _turn_off(self, status: int) -> None:
-        with self._lock:
-            was, self.enabled = self.enabled, False
-        if was:
-            log.info("S3 endpoint answered a direct GET with %d: using boto3 for GETs", status)

@@ -27,22 +27,17 @@ from __future__ import annotations
 
 import calendar
 import logging
-import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote_plus, urlsplit
 from xml.etree import ElementTree
 
-from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.utils import parse_timestamp
 
 from cloudfs.types import ListPage, ObjectInfo
 from cloudfs.ufs.interface import child_key
-from cloudfs.ufs.s3_direct import TRANSIENT
-
-if TYPE_CHECKING:
-    from cloudfs.ufs.s3_direct import DirectGet
+from cloudfs.ufs.s3_direct import DirectGet, SignedPath
 
 log = logging.getLogger(__name__)
 
@@ -148,32 +143,22 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-class DirectList:
+class DirectList(SignedPath):
     """Signed ListObjectsV2 requests of one bucket, through the client's HTTP session."""
 
+    what = "listing"
+
     def __init__(self, get: DirectGet) -> None:
-        self._http = get.http
+        super().__init__(get.http, get.credentials, get.region)
         base = get.base_url  # path-style: the bucket's path, which lists without its "/"
         self._url = base if urlsplit(base).path == "/" else base.rstrip("/")
-        self._credentials = get.credentials
-        self._region = get.region
-        self._lock = threading.Lock()
-        self.enabled = True
-        self.served = 0  # pages answered here
-        self.fell_back = 0  # pages handed back to botocore
 
     def page(self, full_prefix: str, token: str | None, limit: int) -> RawPage | None:
         """The page of ``full_prefix`` ("/" as delimiter) after ``token``, or None: ask
         botocore instead."""
         if not self.enabled:
             return None
-        raw = self._send(full_prefix, token, limit)
-        with self._lock:
-            if raw is None:
-                self.fell_back += 1
-            else:
-                self.served += 1
-        return raw
+        return self._counted(self._send(full_prefix, token, limit))
 
     def _send(self, full_prefix: str, token: str | None, limit: int) -> RawPage | None:
         params = {
@@ -186,20 +171,13 @@ class DirectList:
         if token:
             params["continuation-token"] = token
         request = AWSRequest(method="GET", url=self._url, params=params)
-        S3SigV4Auth(self._credentials.get_frozen_credentials(), "s3", self._region).add_auth(
-            request
-        )
         try:
-            response = self._http.send(request.prepare())
+            response = self._signed_send(request)
             status = response.status_code
             if status == 200:
                 return parse_page(response.content)
         except Exception as err:  # a transport failure or a body cut short: botocore's turn
             log.debug("direct listing of %r failed (%s): falling back", full_prefix, err)
             return None
-        if status not in TRANSIENT:
-            with self._lock:
-                was, self.enabled = self.enabled, False
-            if was:
-                log.info("S3 endpoint answered a direct listing with %d: using boto3", status)
+        self._refused(status)
         return None
