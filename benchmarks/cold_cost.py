@@ -31,7 +31,12 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 sys.path[:0] = [str(BENCH_DIR), str(REPO_ROOT)]
 
-from bench import coldcost_report, dataset, origin  # noqa: E402
+from bench import (  # noqa: E402
+    coldcost_report,
+    dataset,
+    origin,
+    s3rver,
+)
 from bench.coldcost_probe import check_gil  # noqa: E402
 from bench.coldcost_suite import SPY_MODES, ColdCostRun  # noqa: E402
 from bench.host import can_drop_caches, machine_info  # noqa: E402
@@ -115,6 +120,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log(f"{server.name} at {server.endpoint}; writing {spec.describe()}")
         client = origin.client(server.endpoint, server.env)
         out["upload_s"] = dataset.create(spec, client, BUCKET, args.workdir / "local")
+        if args.origin == "s3rver":  # its listings skip directories with no direct object
+            keys = spec.large_keys() + spec.small_keys()
+            out["listing_markers"] = s3rver.add_listing_markers(client, BUCKET, keys)
         with behind_latency(server, args.latency_ms) as front:
             if not args.no_origin_row:
                 log(f"origin row: boto3 straight to {front.name}")

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VERSION = "3.7.1"
 DEFAULT_DIR = Path.home() / ".cache" / "cloudfs-bench" / "s3rver"
@@ -160,3 +161,23 @@ def running_s3rver(cache_dir: Path = DEFAULT_DIR) -> Iterator[S3rver]:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(STOP_TIMEOUT_S)
+
+
+MARKER = ".s3rver-listing"
+
+
+def add_listing_markers(client: Any, bucket: str, keys: list[str]) -> list[str]:
+    """Work around s3rver's delimiter listings: a common prefix is listed only when some
+    object sits directly below it (with ``small/d00/f.bin`` alone, listing the root with
+    ``/`` gives no ``small/``; S3 gives it), so a client that finds names by listing
+    cannot reach deeper files. An empty ``MARKER`` object goes into each such directory;
+    returns the keys put."""
+    parents = {key.rsplit("/", 1)[0] + "/" for key in keys if "/" in key}
+    dirs = set()
+    for key in keys:
+        parts = key.split("/")[:-1]
+        dirs.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
+    put = sorted(d + MARKER for d in dirs - parents)
+    for key in put:
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    return put
