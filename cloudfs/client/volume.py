@@ -10,7 +10,9 @@ runs (``LocalMount``).
 Writes follow the mount's write-through (``data/commit.py``): the name is
 created in the tree (or found), the staged file is uploaded whole as the
 name's object (atomic for readers: old bytes or new ones), and only then is
-its version committed (``CommitUpload``). A reader of the tree sees an empty,
+its version committed (``CommitUpload``), both under a per-file lock of this
+process (``KeyedLocks``): two overlapping commits could otherwise record the version
+whose upload was overwritten. A reader of the tree sees an empty,
 unversioned file until then, never part of the new bytes; a failed upload of a
 new file removes the name again. Parents missing on the way are created, as an
 object store's implicit directories would be.
