@@ -386,6 +386,10 @@ class FileIO:
         return data
 
     async def _upload_if_dirty(self, oi: OpenInode) -> None:
+        async with oi.committing:
+            await self._upload_if_dirty_locked(oi)
+
+    async def _upload_if_dirty_locked(self, oi: OpenInode) -> None:
         if oi.fresh and not oi.unlinked:  # created, never written: upload it empty
             await self._staged(oi, new=True)
         staged = oi.staged

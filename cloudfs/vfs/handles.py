@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import trio
+
 from cloudfs.data.blocks import ObjectRef
 from cloudfs.data.reader import ReadCursor
 from cloudfs.data.staging import StagedFile
@@ -45,6 +47,9 @@ class OpenInode:
     # on the first write or at the first flush, out of the create's reply (the kernel
     # holds the directory's lock until then, so creates in one directory are serial).
     fresh: bool = False
+    # Held while the file's bytes go to the UFS or the journal: a second close at the same
+    # moment waits, then finds nothing left to send (one upload, and commits in order).
+    committing: trio.Lock = field(default_factory=trio.Lock)
 
 
 @dataclass
