@@ -30,12 +30,15 @@ class FirstPutWaits(ForwardingObjectStore):
         self._puts = 0
         self._guard = threading.Lock()
         self.second_put = threading.Event()
+        self.first_put = threading.Event()  # the first upload is under way
         self.overtaken = False  # the second upload finished while the first waited
 
     def put_file(self, key: str, path: str, resume: str | None = None) -> ObjectInfo:
         with self._guard:
             self._puts += 1
             first = self._puts == 1
+        if first:
+            self.first_put.set()
         info = super().put_file(key, path, resume)
         if first:
             self.overtaken = self.second_put.wait(self._patience)
@@ -59,8 +62,7 @@ def test_overlapping_commits_leave_the_tree_naming_the_stored_bytes(
         target=handle.commit, args=((b"hot",), staged[0]), kwargs={"exclusive": False}
     )
     first.start()
-    while store._puts == 0:  # the first upload is under way before the second starts
-        threading.Event().wait(0.01)
+    assert store.first_put.wait(10)  # the first upload is under way before the second starts
     handle.commit((b"hot",), staged[1], exclusive=False)
     first.join(10)
     assert not first.is_alive()

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from testkit.hints import metrics
-from testkit.mounts import Backing, mounted
+from testkit.mounts import Backing, Mount, mounted
 
 pytestmark = pytest.mark.fuse
 
 HANDLES = 4
 
 
-def _puts(mount) -> float:  # type: ignore[no-untyped-def]
+def _puts(mount: Mount) -> float:
     return metrics(mount).value("cloudfs_ufs_requests_total", op="put")
 
 
@@ -51,6 +51,7 @@ def test_concurrent_closes_of_one_file_upload_it_once(tmp_path: Path) -> None:
             t.start()
         for t in threads:
             t.join(30)
+            assert not t.is_alive(), "a close did not return"
         assert errors == []
         assert _puts(m) - before == 1
         assert (data / "f.bin").read_bytes() == b"new bytes, from one of the handles"
